@@ -1,0 +1,148 @@
+"""`gym init`, `gym validate` and `gym schema`: the commands that need nothing but the config layer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from gym.cli.output import console, errors, report_config_error
+from gym.config import ConfigError, GymConfig
+from gym.config.cli_args import config_from_args
+
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _summary(config: GymConfig) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold cyan")
+    table.add_column()
+
+    def add(label: str, text: str) -> None:
+        table.add_row(label, escape(text))  # values are the user's text, never rich markup
+
+    model = config.model
+    add("project", f"{config.project.name}  →  {config.project.output_dir}")
+    add("model", f"{model.name_or_path}  (template {model.template}, dtype {model.dtype}"
+                  + (f", {model.quantization}" if model.quantization != "none" else "") + ")")
+    for dataset in config.datasets:
+        source = dataset.path if dataset.path is not None else f"hub:{dataset.hub}"
+        extra = f", max {dataset.max_samples} rows" if dataset.max_samples else ""
+        add("dataset", f"{dataset.name}: {source}  ({dataset.format}, split {dataset.split}{extra})")
+    train = config.train
+    length = f"{train.max_steps} steps" if train.max_steps > 0 else f"{train.epochs:g} epochs"
+    add(
+        "train",
+        f"{train.method} + {train.adapter}, {length}, lr {train.learning_rate:g}, "
+        f"batch {train.batch_size}×{train.gradient_accumulation_steps}, max_length {train.max_length}"
+        + (", training-free" if train.grpo.training_free else ""),
+    )
+    add("eval", ", ".join(config.eval.tasks) if config.eval.tasks else "none")
+    compute = config.compute
+    if compute is not None:
+        where = compute.infra or "any cloud"
+        add(
+            "compute",
+            f"{' or '.join(compute.accelerators)} × {compute.num_nodes} node(s) on {where}"
+            + (", spot" if compute.use_spot else "") + (", managed job" if compute.managed else ", cluster"),
+        )
+    else:
+        add("compute", "local (no [compute]; `gym launch --cloud` needs one)")
+    if config.hub is not None:
+        add("hub", f"{config.hub.repo_id} (push {config.hub.push}, token from ${config.hub.token_env})")
+    if config.space is not None:
+        add("space", f"{config.space.repo_id} ({config.space.hardware}, {config.space.backend})")
+    console.print(table)
+
+
+def _warnings(config: GymConfig) -> list[str]:
+    """Things that are valid but probably not what the user wants; shown, never fatal."""
+    notes = []
+    for index, dataset in enumerate(config.datasets):
+        if dataset.path is not None and not config.resolve_path(dataset.path).exists():
+            notes.append(f"datasets.{index}.path: {dataset.path} does not exist (yet)")
+    compute = config.compute
+    if compute is not None and compute.use_spot and not compute.managed:
+        notes.append("compute.use_spot: spot instances without managed = true are not recovered after preemption")
+    return notes
+
+
+def validate(
+    ctx: typer.Context,
+    config: Path = typer.Argument(Path("gym.toml"), help="The gym.toml to check."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the file is valid."),
+) -> None:
+    """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
+    try:
+        loaded = config_from_args(config, ctx.args)
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+    if quiet:
+        return
+    console.print(f"[green]✓[/green] {config} is valid")
+    _summary(loaded)
+    for note in _warnings(loaded):
+        errors.print(f"[yellow]warning[/yellow] {note}", highlight=False)
+
+
+def init(
+    path: Path = typer.Argument(Path("gym.toml"), help="Where to write the starter file."),
+    model: str = typer.Option("Qwen/Qwen3-0.6B", "--model", "-m", help="Base model: Hub id, folder or builtin:tiny."),
+    method: str = typer.Option("sft", "--method", help="sft | pt | dpo | kto | rm | ppo | grpo"),
+    name: str | None = typer.Option(None, "--name", help="Project name (default: the folder's name)."),
+    force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing file."),
+) -> None:
+    """Write a commented starter gym.toml that validates."""
+    import re
+
+    from gym.config.root import FORMATS_BY_METHOD
+    from gym.config.starter import starter_toml
+
+    if method not in FORMATS_BY_METHOD:
+        errors.print(f"--method: expected one of {', '.join(FORMATS_BY_METHOD)}, got {method!r}", highlight=False)
+        raise typer.Exit(2)
+    if path.exists() and not force:
+        errors.print(f"{path} already exists; pass --force to overwrite it", highlight=False)
+        raise typer.Exit(1)
+    folder_name = path.resolve().parent.name
+    project = name or re.sub(r"[^a-z0-9]+", "-", folder_name.lower()).strip("-")[:64] or "my-model"
+    text = starter_toml(name=project, model=model, method=method)
+    try:
+        from gym.config.loader import build_config, parse_toml
+
+        data, positions, source = parse_toml(text, str(path))
+        build_config(data, source=source, positions=positions)
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    console.print(f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`")
+
+
+def schema(
+    markdown: bool = typer.Option(False, "--markdown", help="Print the reference page (docs/gym-toml.md) instead."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Print the JSON Schema of gym.toml (for editors), or its Markdown reference."""
+    from gym.config.schema_docs import json_schema
+    from gym.config.schema_docs import markdown as reference
+
+    text = reference() if markdown else json.dumps(json_schema(), indent=2) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        console.print(f"[green]✓[/green] wrote {output}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(context_settings=EXTRA_ARGS)(validate)
+    app.command()(init)
+    app.command()(schema)

@@ -1,0 +1,154 @@
+"""The ``[eval]``, ``[compute]``, ``[hub]`` and ``[space]`` tables: what happens around training."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from gym.config.base import EnvVarName, Section, fail
+
+ACCELERATOR = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?::(?P<count>[0-9]+(?:\.[0-9]+)?))?$")
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+INFRA = re.compile(r"^[a-z0-9][a-z0-9-]*(?:/[^\s/]+){0,2}$")
+BUCKET_SCHEMES = ("s3", "gs", "r2", "cos", "oci", "https")
+SPACE_HARDWARE = (
+    "cpu-basic", "cpu-upgrade", "cpu-performance", "cpu-xl", "sprx8", "zero-a10g",
+    "t4-small", "t4-medium", "l4x1", "l4x4", "l40sx1", "l40sx4", "l40sx8",
+    "a10g-small", "a10g-large", "a10g-largex2", "a10g-largex4", "a100-large", "a100x4", "a100x8",
+    "h100", "h100x8", "h200", "h200x2", "h200x4", "h200x8", "inf2x6",
+)  # fmt: skip
+
+
+def check_repo_id(value: str) -> str:
+    if not REPO_ID.match(value):
+        raise fail(f"expected a Hub repository id 'owner/name', got {value!r}")
+    return value
+
+
+RepoId = Annotated[str, AfterValidator(check_repo_id)]
+
+
+def check_accelerator(value: str) -> str:
+    match = ACCELERATOR.match(value)
+    if match is None or (match["count"] is not None and float(match["count"]) <= 0):
+        raise fail(
+            f"expected an accelerator as NAME or NAME:COUNT with a positive count (e.g. 'A100:1', 'H100:8'), "
+            f"got {value!r}"
+        )
+    return value
+
+
+Accelerator = Annotated[str, AfterValidator(check_accelerator)]
+
+
+class EvalConfig(Section):
+    """Benchmarks run after training through lm-eval, on the tuned and (optionally) the base model."""
+
+    tasks: list[str] = Field(
+        default_factory=list,
+        description="lm-eval task names (mmlu, ceval-valid, cmmlu, gsm8k, ...), paths to local lm-eval task "
+        "YAML files, or Gym's built-in tasks. Empty: no evaluation stage.",
+        examples=[["mmlu", "cmmlu"]],
+    )
+    num_fewshot: int = Field(default=5, ge=0, description="Few-shot examples per prompt.")
+    limit: int = Field(default=0, ge=0, description="0 evaluates every sample; N > 0 at most N per task.")
+    baseline: bool = Field(default=True, description="Also evaluate the base model and report the delta.")
+    batch_size: int = Field(default=8, gt=0, description="Evaluation batch size.")
+
+    @field_validator("tasks")
+    @classmethod
+    def _no_blank_tasks(cls, value: list[str]) -> list[str]:
+        if any(not task.strip() for task in value):
+            raise fail("expected task names or paths, got an empty string in the list")
+        return list(dict.fromkeys(value))
+
+
+class ComputeConfig(Section):
+    """Where `gym launch --cloud` runs, through SkyPilot."""
+
+    accelerators: list[Accelerator] = Field(
+        default_factory=lambda: ["A100:1"],
+        min_length=1,
+        description="Candidate accelerators as NAME:COUNT; SkyPilot takes whichever is available and cheapest.",
+        examples=[["A100:1", "L4:1"], ["H100:8"]],
+    )
+    infra: str = Field(
+        default="",
+        description="'' for any enabled cloud, or 'aws', 'gcp/us-central1', 'k8s', 'k8s/my-context', ...",
+    )
+    use_spot: bool = Field(default=False, description="Use spot/preemptible instances (pair with managed = true).")
+    num_nodes: int = Field(default=1, ge=1, le=512, description="Machines for multi-node data-parallel training.")
+    disk_size: int = Field(default=256, ge=10, description="Disk per node, in GB.")
+    managed: bool = Field(
+        default=True, description="Run as a SkyPilot managed job that recovers from preemption."
+    )
+    autostop_minutes: int = Field(
+        default=10, ge=0, description="Unmanaged clusters stop after this many idle minutes (0: tear down when done)."
+    )
+    checkpoint_bucket: str = Field(
+        default="",
+        description="A bucket mounted as the checkpoint folder so preempted jobs resume: s3://, gs://, r2://, "
+        "cos://, oci:// or an Azure https://<account>.blob.core.windows.net/<container> URL.",
+        examples=["s3://my-bucket/gym"],
+    )
+
+    @field_validator("infra")
+    @classmethod
+    def _check_infra(cls, value: str) -> str:
+        if value and not INFRA.match(value):
+            raise fail(f"expected '' (any cloud) or CLOUD[/REGION[/ZONE]] such as 'gcp/us-central1', got {value!r}")
+        return value
+
+    @field_validator("checkpoint_bucket")
+    @classmethod
+    def _check_bucket(cls, value: str) -> str:
+        if not value:
+            return value
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in BUCKET_SCHEMES or not rest.strip("/"):
+            raise fail(
+                f"expected a bucket URL starting with one of {', '.join(s + '://' for s in BUCKET_SCHEMES)}, "
+                f"got {value!r}"
+            )
+        if scheme == "https" and ".blob.core.windows.net/" not in value:
+            raise fail(f"expected an Azure blob URL https://<account>.blob.core.windows.net/<container>, got {value!r}")
+        return value
+
+
+class HubConfig(Section):
+    """Where the trained model and its card are pushed on the Hugging Face Hub."""
+
+    repo_id: RepoId = Field(description="Model repository 'owner/name'.", examples=["my-org/support-bot"])
+    private: bool = Field(default=True, description="Create the repository as private.")
+    push: Literal["adapter", "merged", "none"] = Field(
+        default="adapter", description="Push the LoRA adapter, the merged full model, or nothing."
+    )
+    token_env: EnvVarName = Field(default="HF_TOKEN", description="Environment variable holding the Hub token.")
+
+
+class SpaceConfig(Section):
+    """The Hugging Face Space generated for the model: a Gradio chat plus an OpenAI-compatible API."""
+
+    repo_id: RepoId = Field(description="Space repository 'owner/name'.", examples=["my-org/support-bot-chat"])
+    hardware: str = Field(default="cpu-basic", description="Space hardware flavour: " + ", ".join(SPACE_HARDWARE) + ".")
+    backend: Literal["transformers", "vllm"] = Field(default="transformers", description="Serving engine in the Space.")
+    private: bool = Field(default=False, description="Create the Space as private.")
+    api_key_env: EnvVarName = Field(
+        default="GYM_API_KEY",
+        description="Name of the Space secret (and local environment variable) whose value the Space's "
+        "OpenAI API requires as its key when set.",
+    )
+
+    @field_validator("hardware")
+    @classmethod
+    def _check_hardware(cls, value: str) -> str:
+        if value not in SPACE_HARDWARE:
+            from gym.config.suggest import did_you_mean
+
+            raise fail(
+                f"expected a Space hardware flavour ({', '.join(SPACE_HARDWARE)}), got {value!r}"
+                f"{did_you_mean(value, SPACE_HARDWARE)}"
+            )
+        return value

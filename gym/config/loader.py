@@ -1,0 +1,169 @@
+"""Read gym.toml (plus command-line overrides) into a validated :class:`GymConfig`.
+
+Everything that can be wrong is collected and raised together as one :class:`ConfigError`, each
+problem with file, line, column and dotted key. Nothing else escapes: a user never sees a traceback
+for a config mistake.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from pydantic import ValidationError
+from tomlkit.exceptions import ParseError, TOMLKitError
+
+from gym.config.envvars import expand_env
+from gym.config.errors import ConfigError, ConfigIssue, redact
+from gym.config.messages import clean_loc, sentence
+from gym.config.positions import Positions, scan
+from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues
+
+KeyPath = tuple[str | int, ...]
+COMMAND_LINE = "command line"
+
+
+@dataclass(frozen=True)
+class Override:
+    """One key set from the command line. ``"*"`` in ``path`` means every item of a list."""
+
+    path: KeyPath
+    value: Any
+    flag: str  # the flag as typed, for error messages
+
+
+def _display(path: Path) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], Positions, str]:
+    """Parse a TOML file into plain Python data plus the positions of its keys."""
+    source = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError.single(source, "file not found (create one with `gym init`)") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+        reason = "is a folder" if isinstance(error, IsADirectoryError) else "cannot be read as UTF-8 text"
+        if isinstance(error, PermissionError):
+            reason = "cannot be read (permission denied)"
+        raise ConfigError.single(source, reason) from None
+    return parse_toml(text, source)
+
+
+def parse_toml(text: str, source: str) -> tuple[dict[str, Any], Positions, str]:
+    """Parse TOML text; syntax errors become a ConfigError at their line and column."""
+    try:
+        document = tomlkit.parse(text)
+    except ParseError as error:
+        message = re.sub(r"\s+at line \d+ col \d+$", "", str(error))
+        raise ConfigError.single(
+            source, f"TOML syntax error: {message}", line=error.line, column=error.col + 1
+        ) from None
+    except TOMLKitError as error:  # e.g. a key defined twice
+        raise ConfigError.single(source, f"TOML error: {error}") from None
+    return document.unwrap(), scan(text), source
+
+
+def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
+    """Set ``path`` in nested dicts/lists, creating tables on the way; ``"*"`` fans out over a list."""
+    head, rest = path[0], path[1:]
+    if head == "*":
+        for item in data if isinstance(data, list) else []:
+            if isinstance(item, dict):
+                _set(item, rest, value)
+        return
+    if not rest:
+        data[head] = value  # type: ignore[index]
+        return
+    if not isinstance(data.get(head), dict | list):  # type: ignore[union-attr]
+        data[head] = {}  # type: ignore[index]
+    _set(data[head], rest, value)  # type: ignore[index]
+
+
+def _matches(pattern: KeyPath, loc: KeyPath) -> bool:
+    return len(loc) >= len(pattern) and all(p == "*" or p == q for p, q in zip(pattern, loc, strict=False))
+
+
+def build_config(
+    data: Mapping[str, Any],
+    *,
+    source: str = COMMAND_LINE,
+    positions: Positions | None = None,
+    overrides: Sequence[Override] = (),
+    env: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+) -> GymConfig:
+    """Validate raw config data (already parsed) with overrides applied; raise ConfigError on any problem."""
+    raw = copy.deepcopy(dict(data))
+    for override in overrides:
+        _set(raw, override.path, copy.deepcopy(override.value))
+    raw, expansion = expand_env(raw, os.environ if env is None else env)
+    secrets = tuple(expansion.values)
+
+    def issue(loc: KeyPath, message: str, at_key: bool = False) -> ConfigIssue:
+        key = ".".join(map(str, loc))
+        for override in reversed(overrides):
+            if _matches(override.path, loc) or _matches(loc, override.path):
+                return ConfigIssue(COMMAND_LINE, f"{key} ({override.flag})", redact(message, secrets))
+        for path, original in expansion.expanded.items():
+            expanded = _get(raw, path)
+            if isinstance(expanded, str) and expanded and (path[: len(loc)] == loc or loc[: len(path)] == path):
+                message = message.replace(expanded, original)  # show ${VAR}, never the value
+        line, column = (None, None)
+        if positions is not None:
+            line, column = positions.find_key(loc) if at_key else positions.find(loc)
+        return ConfigIssue(source, key, redact(message, secrets), line, column)
+
+    issues = [
+        issue(path, f"environment variable {name} is not set (write ${{{name}:-default}} for a fallback)")
+        for path, name in expansion.missing
+    ]
+    config: GymConfig | None = None
+    try:
+        config = GymConfig.model_validate(raw, context={DEFER_CROSS_CHECKS: True})
+    except ValidationError as error:
+        for item in error.errors(include_url=False):
+            loc, _ = clean_loc(item["loc"])
+            issues.append(issue(loc, sentence(item, GymConfig), at_key=item["type"] == "extra_forbidden"))
+    if config is not None:
+        issues.extend(issue(loc, message) for loc, message in cross_field_issues(config))
+    if issues:
+        raise ConfigError(issues)
+    assert config is not None
+    if config_path is not None:
+        config._source = config_path.resolve()
+    return config
+
+
+def _get(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def load_config(
+    path: str | Path | None = "gym.toml",
+    *,
+    overrides: Sequence[Override] = (),
+    env: Mapping[str, str] | None = None,
+) -> GymConfig:
+    """Load and validate ``path`` (or only ``overrides`` when ``path`` is None)."""
+    if path is None:
+        return build_config({}, overrides=overrides, env=env)
+    file = Path(path)
+    data, positions, source = read_toml(file)
+    return build_config(data, source=source, positions=positions, overrides=overrides, env=env, config_path=file)

@@ -1,0 +1,149 @@
+"""`GymConfig`: the one typed object built from gym.toml that every layer of Gym receives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
+
+from gym.config.base import Section, fail
+from gym.config.deploy import ComputeConfig, EvalConfig, HubConfig, SpaceConfig
+from gym.config.sections import DatasetConfig, ModelConfig, ProjectConfig
+from gym.config.training import TrainConfig
+
+# Which dataset formats each method can learn from. SFT turns alpaca/sharegpt/openai rows into chats;
+# RL methods take the prompt (and the reference answer, when there is one) from any chat-like row.
+FORMATS_BY_METHOD: dict[str, tuple[str, ...]] = {
+    "sft": ("alpaca", "sharegpt", "openai"),
+    "pt": ("text",),
+    "dpo": ("preference",),
+    "rm": ("preference",),
+    "kto": ("kto",),
+    "ppo": ("prompt", "alpaca", "sharegpt", "openai"),
+    "grpo": ("prompt", "alpaca", "sharegpt", "openai"),
+}
+SINGLE_NODE_ONLY = {"ppo": "PPO"}
+DEFER_CROSS_CHECKS = "gym_defer_cross_checks"
+
+Issue = tuple[tuple[str | int, ...], str]
+
+
+class GymConfig(Section):
+    """A whole fine-tuning run: model, data, training, evaluation, compute and publishing."""
+
+    project: ProjectConfig = Field(description="Name and output folder of the run.")
+    model: ModelConfig = Field(description="The base model.")
+    datasets: list[DatasetConfig] = Field(min_length=1, description="Training datasets ([[datasets]], one or more).")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Training method and settings.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation after training (lm-eval).")
+    compute: ComputeConfig | None = Field(default=None, description="Cloud resources for `gym launch --cloud`.")
+    hub: HubConfig | None = Field(default=None, description="Hugging Face Hub repository for the trained model.")
+    space: SpaceConfig | None = Field(default=None, description="Hugging Face Space serving the trained model.")
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The gym.toml this config was read from (None when built from flags or code)."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the config are resolved against: gym.toml's folder, else the cwd."""
+        return self._source.parent if self._source is not None else Path.cwd()
+
+    def resolve_path(self, path: str | Path) -> Path:
+        """A path from the config made absolute relative to :attr:`base_dir`."""
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else (self.base_dir / candidate).resolve()
+
+    @property
+    def output_path(self) -> Path:
+        """Absolute output folder of the run."""
+        assert self.project.output_dir is not None  # filled by ProjectConfig's validator
+        return self.resolve_path(self.project.output_dir)
+
+    @model_validator(mode="after")
+    def _cross_checks(self, info: ValidationInfo) -> GymConfig:
+        if info.context and info.context.get(DEFER_CROSS_CHECKS):
+            return self  # the loader runs cross_field_issues itself, to report each at its own line
+        issues = cross_field_issues(self)
+        if issues:
+            raise fail("; ".join(f"{'.'.join(map(str, loc))}: {message}" for loc, message in issues))
+        return self
+
+
+def cross_field_issues(config: GymConfig) -> list[Issue]:
+    """Rules that tie keys of different tables together, each reported at the key to change."""
+    issues: list[Issue] = []
+    train = config.train
+    allowed = FORMATS_BY_METHOD[train.method]
+    seen_names: dict[str, int] = {}
+    for index, dataset in enumerate(config.datasets):
+        if dataset.format not in allowed:
+            issues.append(
+                (
+                    ("datasets", index, "format"),
+                    f"train.method = {train.method!r} needs rows in format "
+                    f"{' or '.join(repr(f) for f in allowed)}, got {dataset.format!r}",
+                )
+            )
+        assert dataset.name is not None
+        if dataset.name in seen_names:
+            issues.append(
+                (
+                    ("datasets", index, "name"),
+                    f"dataset name {dataset.name!r} is already used by datasets[{seen_names[dataset.name]}]; "
+                    "give each dataset its own name",
+                )
+            )
+        seen_names.setdefault(dataset.name, index)
+
+    quantization = config.model.quantization
+    if train.adapter == "qlora" and quantization not in ("none", "bnb-4bit"):
+        issues.append(
+            (
+                ("model", "quantization"),
+                f"train.adapter = 'qlora' loads the base in 4-bit bitsandbytes; use 'bnb-4bit' or 'none', got {quantization!r}",
+            )
+        )
+    if train.adapter in ("full", "freeze") and quantization != "none":
+        issues.append(
+            (
+                ("train", "adapter"),
+                f"a quantized base (model.quantization = {quantization!r}) cannot be trained with adapter = "
+                f"{train.adapter!r}; use 'lora' or 'qlora'",
+            )
+        )
+    if train.grpo.training_free and train.method != "grpo":
+        issues.append(
+            (
+                ("train", "grpo", "training_free"),
+                f"training-free GRPO needs train.method = 'grpo', got {train.method!r}",
+            )
+        )
+    compute = config.compute
+    if compute is not None and compute.num_nodes > 1:
+        if train.method in SINGLE_NODE_ONLY:
+            issues.append(
+                (
+                    ("compute", "num_nodes"),
+                    f"{SINGLE_NODE_ONLY[train.method]} runs on one node; set num_nodes = 1, got {compute.num_nodes}",
+                )
+            )
+        elif train.grpo.training_free:
+            issues.append(
+                (
+                    ("compute", "num_nodes"),
+                    f"training-free GRPO trains no weights and runs on one node; set num_nodes = 1, got {compute.num_nodes}",
+                )
+            )
+    space = config.space
+    if space is not None and space.backend == "vllm" and space.hardware.startswith(("cpu", "sprx")):
+        issues.append(
+            (
+                ("space", "backend"),
+                f"the vLLM backend needs GPU hardware; space.hardware is {space.hardware!r}",
+            )
+        )
+    return issues

@@ -1,0 +1,194 @@
+"""The ``[train]`` table and its method-specific subtables."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from gym.config.base import EnvVarName, Section, fail
+from gym.config.messages import describe
+
+TrainMethod = Literal["sft", "dpo", "kto", "ppo", "grpo", "rm", "pt"]
+Adapter = Literal["lora", "qlora", "dora", "full", "freeze"]
+Tracker = Literal["wandb", "mlflow", "tensorboard", "trackio", "comet_ml", "swanlab"]
+REWARD_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+BUILTIN_REWARDS = ("exact_match", "numeric_match", "regex_format", "length_penalty")
+
+
+class LoraConfig(Section):
+    """LoRA / QLoRA / DoRA adapter shape."""
+
+    r: int = Field(default=16, gt=0, le=4096, description="Adapter rank.")
+    alpha: float = Field(default=32, gt=0, description="LoRA scaling numerator (scale = alpha / r).")
+    dropout: float = Field(default=0.05, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: Literal["all-linear"] | list[str] = Field(
+        default="all-linear",
+        description="'all-linear' (every linear layer but the output head) or a list of module names.",
+        examples=["all-linear", ["q_proj", "v_proj"]],
+    )
+
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _check_target_modules(cls, value: object) -> object:
+        # Checked up front so a wrong value gets one sentence, not one error per member of the union.
+        if value == "all-linear":
+            return value
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise fail(f"expected 'all-linear' or a non-empty array of module names, got {describe(value)}")
+        return value
+
+
+class FreezeConfig(Section):
+    """Partial fine-tuning: everything frozen but the last layers."""
+
+    trainable_layers: int = Field(
+        default=2, gt=0, description="How many of the last decoder layers are trained (adapter = 'freeze')."
+    )
+
+
+class DpoConfig(Section):
+    """Direct preference optimisation."""
+
+    beta: float = Field(default=0.1, gt=0, description="Strength of the KL constraint to the reference model.")
+    loss_type: Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"] = Field(
+        default="sigmoid", description="Preference loss."
+    )
+
+
+class KtoConfig(Section):
+    """Kahneman-Tversky optimisation on unpaired, labelled rows."""
+
+    beta: float = Field(default=0.1, gt=0, description="Strength of the KL constraint to the reference model.")
+    desirable_weight: float = Field(default=1.0, gt=0, description="Loss weight of rows labelled true.")
+    undesirable_weight: float = Field(default=1.0, gt=0, description="Loss weight of rows labelled false.")
+
+
+class PpoConfig(Section):
+    """Proximal policy optimisation (Gym's own implementation; TRL no longer ships one)."""
+
+    reward_model: str | None = Field(
+        default=None, description="Path of a reward model trained with method = 'rm'. Default: use train.grpo.reward functions."
+    )
+    kl_coef: float = Field(default=0.05, ge=0, description="KL penalty to the frozen reference policy.")
+    clip_range: float = Field(default=0.2, gt=0, lt=1, description="Policy ratio clipping.")
+    gamma: float = Field(default=1.0, gt=0, le=1, description="Discount factor.")
+    lam: float = Field(default=0.95, gt=0, le=1, description="GAE lambda.")
+    ppo_epochs: int = Field(default=4, gt=0, description="Optimisation passes over each batch of rollouts.")
+
+
+class GrpoConfig(Section):
+    """Group relative policy optimisation, with weights or training-free (experience library)."""
+
+    group_size: int = Field(default=5, ge=2, description="Completions sampled per prompt (G).")
+    reward: list[str] = Field(
+        default_factory=lambda: ["exact_match"],
+        min_length=1,
+        description="Reward functions: built-in names (" + ", ".join(BUILTIN_REWARDS) + ") or 'module.path:function'.",
+    )
+    max_completion_length: int = Field(default=256, gt=0, description="Longest completion sampled, in tokens.")
+    temperature: float = Field(default=0.7, gt=0, le=2, description="Sampling temperature of rollouts.")
+    training_free: bool = Field(
+        default=False,
+        description="True: the weights stay frozen and only an experience library (JSON) learns.",
+    )
+    experience_lib_path: str = Field(
+        default="experiences", description="Folder of the experience library (training-free GRPO)."
+    )
+    max_experiences_per_group: int = Field(
+        default=2, gt=0, description="K: experiences the learner may propose from one group (training-free)."
+    )
+    api_base: str | None = Field(
+        default=None,
+        description="An OpenAI-compatible endpoint for training-free rollouts; default: the local model.",
+        examples=["http://127.0.0.1:8000/v1"],
+    )
+    api_key_env: EnvVarName | None = Field(
+        default=None, description="Environment variable holding the endpoint's API key.", examples=["OPENAI_API_KEY"]
+    )
+
+    @field_validator("reward")
+    @classmethod
+    def _check_rewards(cls, value: list[str]) -> list[str]:
+        from gym.config.suggest import did_you_mean
+
+        for name in value:
+            if name not in BUILTIN_REWARDS and not REWARD_REFERENCE.match(name):
+                raise fail(
+                    f"expected a built-in reward ({', '.join(BUILTIN_REWARDS)}) or 'module.path:function', "
+                    f"got {name!r}{did_you_mean(name, BUILTIN_REWARDS)}"
+                )
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _check_api_base(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise fail(f"expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got {value!r}")
+        return value
+
+
+class TrainConfig(Section):
+    """How to train: the method, the adapter and the optimisation settings."""
+
+    method: TrainMethod = Field(
+        default="sft",
+        description="sft (supervised), pt (continued pretraining on text), dpo, kto, rm (reward model), ppo, grpo.",
+    )
+    adapter: Adapter = Field(
+        default="lora",
+        description="lora, qlora (4-bit base + LoRA), dora, full (all weights) or freeze (last layers only).",
+    )
+    epochs: float = Field(default=3.0, gt=0, description="Passes over the training data.")
+    max_steps: int = Field(default=-1, ge=-1, description="When > 0, train exactly this many steps (overrides epochs).")
+    learning_rate: float = Field(default=2e-4, gt=0, lt=1, description="Peak learning rate.")
+    lr_scheduler: Literal["cosine", "linear", "constant", "constant_with_warmup"] = Field(
+        default="cosine", description="Learning-rate schedule after warm-up."
+    )
+    warmup_ratio: float = Field(default=0.03, ge=0, lt=1, description="Fraction of steps spent warming up.")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
+    batch_size: int = Field(default=4, gt=0, description="Per-device batch size.")
+    gradient_accumulation_steps: int = Field(default=4, gt=0, description="Micro-batches per optimiser step.")
+    max_length: int = Field(default=2048, ge=16, description="Longest tokenized sample; longer rows are handled, never cut silently.")
+    packing: bool = Field(default=False, description="Pack several samples per row (they never attend to each other).")
+    gradient_checkpointing: Literal["auto"] | bool = Field(
+        default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."
+    )
+    seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
+    logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
+    save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
+    save_total_limit: int = Field(default=3, gt=0, description="Checkpoints kept on disk.")
+    resume: str = Field(
+        default="auto",
+        description="'auto' resumes from the latest complete checkpoint in output_dir, 'never' starts over, "
+        "or the path of a checkpoint.",
+    )
+    report_to: list[Tracker] = Field(
+        default_factory=list, description="Experiment trackers, e.g. ['wandb'] or ['tensorboard']."
+    )
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA / QLoRA / DoRA settings.")
+    freeze: FreezeConfig = Field(default_factory=FreezeConfig, description="Settings of adapter = 'freeze'.")
+    dpo: DpoConfig = Field(default_factory=DpoConfig, description="Settings of method = 'dpo'.")
+    kto: KtoConfig = Field(default_factory=KtoConfig, description="Settings of method = 'kto'.")
+    ppo: PpoConfig = Field(default_factory=PpoConfig, description="Settings of method = 'ppo'.")
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="Settings of method = 'grpo'.")
+
+    @field_validator("gradient_checkpointing", mode="before")
+    @classmethod
+    def _check_checkpointing(cls, value: object) -> object:
+        if value == "auto" or isinstance(value, bool):
+            return value
+        raise fail(f"expected 'auto', true or false, got {describe(value)}")
+
+    @field_validator("resume")
+    @classmethod
+    def _check_resume(cls, value: str) -> str:
+        if not value.strip():
+            raise fail("expected 'auto', 'never' or a checkpoint path, got an empty string")
+        return value
+
+    @field_validator("report_to")
+    @classmethod
+    def _unique_trackers(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))

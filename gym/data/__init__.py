@@ -1,0 +1,1 @@
+"""Data layer: loading datasets, converting row formats, chat templates and loss masks."""
