@@ -37,6 +37,15 @@ def _root(
 config_commands.register(app)
 
 
+def _add_lazy_groups() -> None:
+    from gym.cli.model_commands import model_app
+
+    app.add_typer(model_app, name="model")
+
+
+_add_lazy_groups()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (`gym`)."""
     try:

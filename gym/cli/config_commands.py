@@ -7,9 +7,12 @@ from pathlib import Path
 
 import typer
 
+from typing import TYPE_CHECKING
+
 from gym.cli.output import console, errors, report_config_error
-from gym.config import ConfigError, GymConfig
-from gym.config.cli_args import config_from_args
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
 
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -77,6 +80,8 @@ def validate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the file is valid."),
 ) -> None:
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
+    from gym.config import ConfigError, config_from_args
+
     try:
         loaded = config_from_args(config, ctx.args)
     except ConfigError as error:
@@ -100,6 +105,7 @@ def init(
     """Write a commented starter gym.toml that validates."""
     import re
 
+    from gym.config import ConfigError
     from gym.config.root import FORMATS_BY_METHOD
     from gym.config.starter import starter_toml
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 
-from gym.config.errors import ConfigError
+if TYPE_CHECKING:
+    from gym.config.errors import ConfigError
 
 console = Console()
 errors = Console(stderr=True)

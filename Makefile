@@ -1,0 +1,45 @@
+# The only set-up a person needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TORCH  := torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast lint docs clean
+
+# torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
+# multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[all,test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job as far as it exists today: validate the quickstart, build the offline model, show the plan.
+demo: $(STAMP)
+	$(BIN)/gym validate examples/quickstart/gym.toml
+	$(BIN)/gym model build builtin:tiny --prompt "Reverse: g a e i h g"
+	@echo ""
+	@echo "Next stages of examples/quickstart/gym.toml, as they land: train (gym train) -> evaluate (gym eval)"
+	@echo "-> model card -> Space (gym deploy). Today the demo stops after validation and the model build."
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check gym tests bench
+	$(BIN)/ruff format --check gym tests bench
+
+docs: $(STAMP)
+	$(BIN)/gym schema --markdown -o docs/gym-toml.md
+	$(BIN)/gym schema -o docs/gym.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis outputs

@@ -1,0 +1,1 @@
+"""Model layer: resolving and loading base models (Hub ids, local folders, the built-in tiny model)."""

@@ -1,0 +1,49 @@
+"""Shared test helpers: writing gym.toml files, the real-world fixtures in ../shared/fixtures."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+
+VALID = """\
+[project]
+name = "demo"
+
+[model]
+name_or_path = "builtin:tiny"
+template = "chatml"
+
+[[datasets]]
+path = "data/train.jsonl"
+format = "alpaca"
+
+[train]
+method = "sft"
+adapter = "lora"
+learning_rate = 2e-4
+"""
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """../shared/fixtures, or a skip with the reason when this clone has no shared/ folder beside it."""
+    if not FIXTURES.is_dir():
+        pytest.skip(f"real-world fixtures not found at {FIXTURES} (they live in the project's shared/ folder)")
+    return FIXTURES
+
+
+@pytest.fixture
+def write_toml(tmp_path: Path):
+    """Write a gym.toml (dedented) into a temp folder and return its path."""
+
+    def write(text: str, name: str = "gym.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return write
