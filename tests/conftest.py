@@ -33,7 +33,9 @@ learning_rate = 2e-4
 def fixtures_dir() -> Path:
     """../shared/fixtures, or a skip with the reason when this clone has no shared/ folder beside it."""
     if not FIXTURES.is_dir():
-        pytest.skip(f"real-world fixtures not found at {FIXTURES} (they live in the project's shared/ folder)")
+        pytest.skip(
+            f"real-world fixtures not found at {FIXTURES} (they live in the project's shared/ folder)"
+        )
     return FIXTURES
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-
-from typing import TYPE_CHECKING
 
 from gym.cli.output import console, errors, report_config_error
 
@@ -30,8 +29,12 @@ def _summary(config: GymConfig) -> None:
 
     model = config.model
     add("project", f"{config.project.name}  →  {config.project.output_dir}")
-    add("model", f"{model.name_or_path}  (template {model.template}, dtype {model.dtype}"
-                  + (f", {model.quantization}" if model.quantization != "none" else "") + ")")
+    add(
+        "model",
+        f"{model.name_or_path}  (template {model.template}, dtype {model.dtype}"
+        + (f", {model.quantization}" if model.quantization != "none" else "")
+        + ")",
+    )
     for dataset in config.datasets:
         source = dataset.path if dataset.path is not None else f"hub:{dataset.hub}"
         extra = f", max {dataset.max_samples} rows" if dataset.max_samples else ""
@@ -51,7 +54,8 @@ def _summary(config: GymConfig) -> None:
         add(
             "compute",
             f"{' or '.join(compute.accelerators)} × {compute.num_nodes} node(s) on {where}"
-            + (", spot" if compute.use_spot else "") + (", managed job" if compute.managed else ", cluster"),
+            + (", spot" if compute.use_spot else "")
+            + (", managed job" if compute.managed else ", cluster"),
         )
     else:
         add("compute", "local (no [compute]; `gym launch --cloud` needs one)")
@@ -70,7 +74,9 @@ def _warnings(config: GymConfig) -> list[str]:
             notes.append(f"datasets.{index}.path: {dataset.path} does not exist (yet)")
     compute = config.compute
     if compute is not None and compute.use_spot and not compute.managed:
-        notes.append("compute.use_spot: spot instances without managed = true are not recovered after preemption")
+        notes.append(
+            "compute.use_spot: spot instances without managed = true are not recovered after preemption"
+        )
     return notes
 
 
@@ -97,7 +103,9 @@ def validate(
 
 def init(
     path: Path = typer.Argument(Path("gym.toml"), help="Where to write the starter file."),
-    model: str = typer.Option("Qwen/Qwen3-0.6B", "--model", "-m", help="Base model: Hub id, folder or builtin:tiny."),
+    model: str = typer.Option(
+        "Qwen/Qwen3-0.6B", "--model", "-m", help="Base model: Hub id, folder or builtin:tiny."
+    ),
     method: str = typer.Option("sft", "--method", help="sft | pt | dpo | kto | rm | ppo | grpo"),
     name: str | None = typer.Option(None, "--name", help="Project name (default: the folder's name)."),
     force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing file."),
@@ -110,7 +118,9 @@ def init(
     from gym.config.starter import starter_toml
 
     if method not in FORMATS_BY_METHOD:
-        errors.print(f"--method: expected one of {', '.join(FORMATS_BY_METHOD)}, got {method!r}", highlight=False)
+        errors.print(
+            f"--method: expected one of {', '.join(FORMATS_BY_METHOD)}, got {method!r}", highlight=False
+        )
         raise typer.Exit(2)
     if path.exists() and not force:
         errors.print(f"{path} already exists; pass --force to overwrite it", highlight=False)
@@ -128,11 +138,15 @@ def init(
         raise typer.Exit(1) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    console.print(f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`")
+    console.print(
+        f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`"
+    )
 
 
 def schema(
-    markdown: bool = typer.Option(False, "--markdown", help="Print the reference page (docs/gym-toml.md) instead."),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print the reference page (docs/gym-toml.md) instead."
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
     """Print the JSON Schema of gym.toml (for editors), or its Markdown reference."""

@@ -9,7 +9,9 @@ import typer
 
 from gym.cli.output import console, errors
 
-model_app = typer.Typer(help="Base models: build the offline built-in model, inspect models.", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Base models: build the offline built-in model, inspect models.", no_args_is_help=True
+)
 
 
 @model_app.command("build")
@@ -24,8 +26,11 @@ def build_command(
 
     short = name.removeprefix(BUILTIN_PREFIX)
     if short not in BUILTIN_MODELS:
-        errors.print(f"unknown built-in model {name!r}; available: "
-                     + ", ".join(BUILTIN_PREFIX + n for n in BUILTIN_MODELS), highlight=False)
+        errors.print(
+            f"unknown built-in model {name!r}; available: "
+            + ", ".join(BUILTIN_PREFIX + n for n in BUILTIN_MODELS),
+            highlight=False,
+        )
         raise typer.Exit(2)
     if force:
         shutil.rmtree(cache_root() / spec_key(short, BUILTIN_MODELS[short]), ignore_errors=True)
@@ -38,17 +43,23 @@ def build_command(
         model = AutoModelForCausalLM.from_pretrained(folder)
     elapsed = time.perf_counter() - started
     parameters = sum(p.numel() for p in model.parameters())
-    console.print(f"[green]✓[/green] {BUILTIN_PREFIX}{short}: {type(model).__name__}, {parameters:,} parameters, "
-                  f"vocabulary {len(tokenizer)}, ready in {elapsed:.1f}s", highlight=False)
+    console.print(
+        f"[green]✓[/green] {BUILTIN_PREFIX}{short}: {type(model).__name__}, {parameters:,} parameters, "
+        f"vocabulary {len(tokenizer)}, ready in {elapsed:.1f}s",
+        highlight=False,
+    )
     console.print(f"  folder: {folder}", highlight=False)
     if prompt is not None:
         import torch
 
         inputs = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+            [{"role": "user", "content": prompt}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
         )
         with torch.no_grad():
             output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
-        reply = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        reply = tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         console.print(f"  user: {prompt}", highlight=False)
         console.print(f"  model (untrained weights): {reply!r}", highlight=False)

@@ -19,7 +19,16 @@ _EXPORTS = {
     "NAMED_TEMPLATES": "gym.config.sections",
     "config_from_args": "gym.config.cli_args",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "NAMED_TEMPLATES",
+    "ConfigError",
+    "ConfigIssue",
+    "GymConfig",
+    "Override",
+    "build_config",
+    "config_from_args",
+    "load_config",
+]
 
 if TYPE_CHECKING:
     from gym.config.cli_args import config_from_args

@@ -78,14 +78,20 @@ class ComputeConfig(Section):
         default="",
         description="'' for any enabled cloud, or 'aws', 'gcp/us-central1', 'k8s', 'k8s/my-context', ...",
     )
-    use_spot: bool = Field(default=False, description="Use spot/preemptible instances (pair with managed = true).")
-    num_nodes: int = Field(default=1, ge=1, le=512, description="Machines for multi-node data-parallel training.")
+    use_spot: bool = Field(
+        default=False, description="Use spot/preemptible instances (pair with managed = true)."
+    )
+    num_nodes: int = Field(
+        default=1, ge=1, le=512, description="Machines for multi-node data-parallel training."
+    )
     disk_size: int = Field(default=256, ge=10, description="Disk per node, in GB.")
     managed: bool = Field(
         default=True, description="Run as a SkyPilot managed job that recovers from preemption."
     )
     autostop_minutes: int = Field(
-        default=10, ge=0, description="Unmanaged clusters stop after this many idle minutes (0: tear down when done)."
+        default=10,
+        ge=0,
+        description="Unmanaged clusters stop after this many idle minutes (0: tear down when done).",
     )
     checkpoint_bucket: str = Field(
         default="",
@@ -98,7 +104,9 @@ class ComputeConfig(Section):
     @classmethod
     def _check_infra(cls, value: str) -> str:
         if value and not INFRA.match(value):
-            raise fail(f"expected '' (any cloud) or CLOUD[/REGION[/ZONE]] such as 'gcp/us-central1', got {value!r}")
+            raise fail(
+                f"expected '' (any cloud) or CLOUD[/REGION[/ZONE]] such as 'gcp/us-central1', got {value!r}"
+            )
         return value
 
     @field_validator("checkpoint_bucket")
@@ -113,7 +121,9 @@ class ComputeConfig(Section):
                 f"got {value!r}"
             )
         if scheme == "https" and ".blob.core.windows.net/" not in value:
-            raise fail(f"expected an Azure blob URL https://<account>.blob.core.windows.net/<container>, got {value!r}")
+            raise fail(
+                f"expected an Azure blob URL https://<account>.blob.core.windows.net/<container>, got {value!r}"
+            )
         return value
 
 
@@ -125,15 +135,23 @@ class HubConfig(Section):
     push: Literal["adapter", "merged", "none"] = Field(
         default="adapter", description="Push the LoRA adapter, the merged full model, or nothing."
     )
-    token_env: EnvVarName = Field(default="HF_TOKEN", description="Environment variable holding the Hub token.")
+    token_env: EnvVarName = Field(
+        default="HF_TOKEN", description="Environment variable holding the Hub token."
+    )
 
 
 class SpaceConfig(Section):
     """The Hugging Face Space generated for the model: a Gradio chat plus an OpenAI-compatible API."""
 
-    repo_id: RepoId = Field(description="Space repository 'owner/name'.", examples=["my-org/support-bot-chat"])
-    hardware: str = Field(default="cpu-basic", description="Space hardware flavour: " + ", ".join(SPACE_HARDWARE) + ".")
-    backend: Literal["transformers", "vllm"] = Field(default="transformers", description="Serving engine in the Space.")
+    repo_id: RepoId = Field(
+        description="Space repository 'owner/name'.", examples=["my-org/support-bot-chat"]
+    )
+    hardware: str = Field(
+        default="cpu-basic", description="Space hardware flavour: " + ", ".join(SPACE_HARDWARE) + "."
+    )
+    backend: Literal["transformers", "vllm"] = Field(
+        default="transformers", description="Serving engine in the Space."
+    )
     private: bool = Field(default=False, description="Create the Space as private.")
     api_key_env: EnvVarName = Field(
         default="GYM_API_KEY",

@@ -45,5 +45,7 @@ class ConfigError(Exception):
         super().__init__("\n".join(map(str, self.issues)))
 
     @classmethod
-    def single(cls, source: str, message: str, key: str = "", line: int | None = None, column: int | None = None) -> ConfigError:
+    def single(
+        cls, source: str, message: str, key: str = "", line: int | None = None, column: int | None = None
+    ) -> ConfigError:
         return cls([ConfigIssue(source=source, key=key, message=message, line=line, column=column)])

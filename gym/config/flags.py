@@ -76,7 +76,7 @@ def parse_value(text: str, annotation: Any) -> Any:
     if is_list_of_strings(annotation) and not text.startswith("["):
         return [part.strip() for part in text.split(",") if part.strip()]
     try:
-        return tomlkit.parse(f"v = {text}")["v"].unwrap()
+        return tomlkit.parse(f"v = {text}").unwrap()["v"]
     except Exception:  # not a TOML literal: keep the text, validation says what was expected
         return text
 
@@ -101,7 +101,11 @@ class _Parser:
         }
 
     def add(self, path: KeyPath, text: str | Any, flag: str) -> None:
-        value = parse_value(text, annotation_at(GymConfig, tuple(p for p in path if p != "*"))) if isinstance(text, str) else text
+        value = (
+            parse_value(text, annotation_at(GymConfig, tuple(p for p in path if p != "*")))
+            if isinstance(text, str)
+            else text
+        )
         if path[-1] == "target_modules" and value in ("all", ["all"]):
             value = "all-linear"
         self.overrides.append(Override(path, value, flag))
@@ -178,8 +182,12 @@ def parse_flags(argv: Sequence[str], dataset_dir: str | None = None) -> list[Ove
                     parser.errors.append(f"{flag}: {error}")
         parser.overrides.insert(0, Override(("datasets",), datasets, parser.dataset_names[0][1]))
     if parser.errors:
-        raise ConfigError.single(COMMAND_LINE, "; ".join(parser.errors)) if len(parser.errors) == 1 else ConfigError(
-            [ConfigError.single(COMMAND_LINE, message).issues[0] for message in parser.errors]
+        raise (
+            ConfigError.single(COMMAND_LINE, "; ".join(parser.errors))
+            if len(parser.errors) == 1
+            else ConfigError(
+                [ConfigError.single(COMMAND_LINE, message).issues[0] for message in parser.errors]
+            )
         )
     return parser.overrides
 
@@ -206,7 +214,9 @@ def _from_dataset_info(name: str, entry: dict[str, Any], folder: Path) -> dict[s
     elif "hf_hub_url" in entry:
         table["hub"] = entry["hf_hub_url"]
     else:
-        raise ValueError(f"dataset {name!r} in {folder / 'dataset_info.json'} has neither file_name nor hf_hub_url")
+        raise ValueError(
+            f"dataset {name!r} in {folder / 'dataset_info.json'} has neither file_name nor hf_hub_url"
+        )
     for key, target in (("subset", "subset"), ("split", "split"), ("num_samples", "max_samples")):
         if key in entry:
             table[target] = entry[key]
@@ -236,6 +246,10 @@ def resolve_dataset(name: str, dataset_dir: str | None) -> dict[str, Any]:
             fmt = sniff_format(path)
         except SniffError as error:
             raise ValueError(str(error)) from None
-        return {"name": re.sub(r"\W+", "-", path.stem).strip("-") or "dataset", "path": str(path.resolve()), "format": fmt}
+        return {
+            "name": re.sub(r"\W+", "-", path.stem).strip("-") or "dataset",
+            "path": str(path.resolve()),
+            "format": fmt,
+        }
     where = f"{info_file}" if info_file.is_file() else f"{folder}/dataset_info.json (not found)"
     raise ValueError(f"{name!r} is neither a dataset in {where} nor an existing file or folder")

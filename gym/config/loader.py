@@ -118,7 +118,11 @@ def build_config(
                 return ConfigIssue(COMMAND_LINE, f"{key} ({override.flag})", redact(message, secrets))
         for path, original in expansion.expanded.items():
             expanded = _get(raw, path)
-            if isinstance(expanded, str) and expanded and (path[: len(loc)] == loc or loc[: len(path)] == path):
+            if (
+                isinstance(expanded, str)
+                and expanded
+                and (path[: len(loc)] == loc or loc[: len(path)] == path)
+            ):
                 message = message.replace(expanded, original)  # show ${VAR}, never the value
         line, column = (None, None)
         if positions is not None:
@@ -166,4 +170,6 @@ def load_config(
         return build_config({}, overrides=overrides, env=env)
     file = Path(path)
     data, positions, source = read_toml(file)
-    return build_config(data, source=source, positions=positions, overrides=overrides, env=env, config_path=file)
+    return build_config(
+        data, source=source, positions=positions, overrides=overrides, env=env, config_path=file
+    )

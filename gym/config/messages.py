@@ -88,7 +88,9 @@ def sentence(error: dict[str, Any], root: type[BaseModel]) -> str:
             return f"unknown key {value!r}{did_you_mean(str(value), names)}; expected one of {ctx.get('expected')}"
         return f"expected one of {ctx.get('expected')}, got {got}{did_you_mean(str(value), names)}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        symbol = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[kind]
+        symbol = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[
+            kind
+        ]
         bound = next(iter(ctx.values()))
         bound = f"{bound:g}" if isinstance(bound, float) else bound
         return f"expected a number {symbol} {bound}, got {got}"
@@ -104,7 +106,7 @@ def sentence(error: dict[str, Any], root: type[BaseModel]) -> str:
     if kind == "string_type":
         return f"expected a string, got {got} (put text in quotes)"
     if kind == "list_type":
-        return f"expected an array such as [\"a\", \"b\"], got {got}"
+        return f'expected an array such as ["a", "b"], got {got}'
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a table, got {got}"
     if kind == "too_short":

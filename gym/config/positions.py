@@ -105,7 +105,11 @@ class _Scanner:
             self.i += 2 if quote == '"' and self.text[self.i] == "\\" else 1
         value = self.text[start : self.i]
         self.i += 1
-        return value.encode().decode("unicode_escape", errors="ignore") if quote == '"' and "\\" in value else value
+        return (
+            value.encode().decode("unicode_escape", errors="ignore")
+            if quote == '"' and "\\" in value
+            else value
+        )
 
     def _escaped(self, index: int) -> bool:
         backslashes = 0

@@ -33,12 +33,20 @@ class GymConfig(Section):
 
     project: ProjectConfig = Field(description="Name and output folder of the run.")
     model: ModelConfig = Field(description="The base model.")
-    datasets: list[DatasetConfig] = Field(min_length=1, description="Training datasets ([[datasets]], one or more).")
+    datasets: list[DatasetConfig] = Field(
+        min_length=1, description="Training datasets ([[datasets]], one or more)."
+    )
     train: TrainConfig = Field(default_factory=TrainConfig, description="Training method and settings.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation after training (lm-eval).")
-    compute: ComputeConfig | None = Field(default=None, description="Cloud resources for `gym launch --cloud`.")
-    hub: HubConfig | None = Field(default=None, description="Hugging Face Hub repository for the trained model.")
-    space: SpaceConfig | None = Field(default=None, description="Hugging Face Space serving the trained model.")
+    compute: ComputeConfig | None = Field(
+        default=None, description="Cloud resources for `gym launch --cloud`."
+    )
+    hub: HubConfig | None = Field(
+        default=None, description="Hugging Face Hub repository for the trained model."
+    )
+    space: SpaceConfig | None = Field(
+        default=None, description="Hugging Face Space serving the trained model."
+    )
 
     _source: Path | None = PrivateAttr(default=None)
 

@@ -45,13 +45,20 @@ def _type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"array of {inner}"
     if kind == "object":
         return "table"
-    return {"number": "number", "integer": "integer", "boolean": "boolean", "string": "string"}.get(kind, kind)
+    return {"number": "number", "integer": "integer", "boolean": "boolean", "string": "string"}.get(
+        kind, kind
+    )
 
 
 def _bounds(prop: dict[str, Any]) -> str:
     marks = [
         f"{symbol} {prop[key]}"
-        for key, symbol in (("exclusiveMinimum", ">"), ("minimum", ">="), ("exclusiveMaximum", "<"), ("maximum", "<="))
+        for key, symbol in (
+            ("exclusiveMinimum", ">"),
+            ("minimum", ">="),
+            ("exclusiveMaximum", "<"),
+            ("maximum", "<="),
+        )
         if key in prop
     ]
     return f" ({', '.join(marks)})" if marks else ""
@@ -82,7 +89,16 @@ def markdown() -> str:
     def section(title: str, ref: str, array: bool) -> None:
         model = defs[ref.split("/")[-1]]
         header = f"[[{title}]]" if array else f"[{title}]"
-        lines.extend([f"## `{header}`", "", model.get("description", ""), "", "| key | type | default | description |", "|---|---|---|---|"])
+        lines.extend(
+            [
+                f"## `{header}`",
+                "",
+                model.get("description", ""),
+                "",
+                "| key | type | default | description |",
+                "|---|---|---|---|",
+            ]
+        )
         nested: list[tuple[str, str]] = []
         for key, prop in model.get("properties", {}).items():
             target = prop.get("$ref") or next((p["$ref"] for p in prop.get("anyOf", []) if "$ref" in p), None)

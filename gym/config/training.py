@@ -51,7 +51,9 @@ class FreezeConfig(Section):
 class DpoConfig(Section):
     """Direct preference optimisation."""
 
-    beta: float = Field(default=0.1, gt=0, description="Strength of the KL constraint to the reference model.")
+    beta: float = Field(
+        default=0.1, gt=0, description="Strength of the KL constraint to the reference model."
+    )
     loss_type: Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"] = Field(
         default="sigmoid", description="Preference loss."
     )
@@ -60,7 +62,9 @@ class DpoConfig(Section):
 class KtoConfig(Section):
     """Kahneman-Tversky optimisation on unpaired, labelled rows."""
 
-    beta: float = Field(default=0.1, gt=0, description="Strength of the KL constraint to the reference model.")
+    beta: float = Field(
+        default=0.1, gt=0, description="Strength of the KL constraint to the reference model."
+    )
     desirable_weight: float = Field(default=1.0, gt=0, description="Loss weight of rows labelled true.")
     undesirable_weight: float = Field(default=1.0, gt=0, description="Loss weight of rows labelled false.")
 
@@ -69,7 +73,8 @@ class PpoConfig(Section):
     """Proximal policy optimisation (Gym's own implementation; TRL no longer ships one)."""
 
     reward_model: str | None = Field(
-        default=None, description="Path of a reward model trained with method = 'rm'. Default: use train.grpo.reward functions."
+        default=None,
+        description="Path of a reward model trained with method = 'rm'. Default: use train.grpo.reward functions.",
     )
     kl_coef: float = Field(default=0.05, ge=0, description="KL penalty to the frozen reference policy.")
     clip_range: float = Field(default=0.2, gt=0, lt=1, description="Policy ratio clipping.")
@@ -85,9 +90,13 @@ class GrpoConfig(Section):
     reward: list[str] = Field(
         default_factory=lambda: ["exact_match"],
         min_length=1,
-        description="Reward functions: built-in names (" + ", ".join(BUILTIN_REWARDS) + ") or 'module.path:function'.",
+        description="Reward functions: built-in names ("
+        + ", ".join(BUILTIN_REWARDS)
+        + ") or 'module.path:function'.",
     )
-    max_completion_length: int = Field(default=256, gt=0, description="Longest completion sampled, in tokens.")
+    max_completion_length: int = Field(
+        default=256, gt=0, description="Longest completion sampled, in tokens."
+    )
     temperature: float = Field(default=0.7, gt=0, le=2, description="Sampling temperature of rollouts.")
     training_free: bool = Field(
         default=False,
@@ -105,7 +114,9 @@ class GrpoConfig(Section):
         examples=["http://127.0.0.1:8000/v1"],
     )
     api_key_env: EnvVarName | None = Field(
-        default=None, description="Environment variable holding the endpoint's API key.", examples=["OPENAI_API_KEY"]
+        default=None,
+        description="Environment variable holding the endpoint's API key.",
+        examples=["OPENAI_API_KEY"],
     )
 
     @field_validator("reward")
@@ -141,7 +152,9 @@ class TrainConfig(Section):
         description="lora, qlora (4-bit base + LoRA), dora, full (all weights) or freeze (last layers only).",
     )
     epochs: float = Field(default=3.0, gt=0, description="Passes over the training data.")
-    max_steps: int = Field(default=-1, ge=-1, description="When > 0, train exactly this many steps (overrides epochs).")
+    max_steps: int = Field(
+        default=-1, ge=-1, description="When > 0, train exactly this many steps (overrides epochs)."
+    )
     learning_rate: float = Field(default=2e-4, gt=0, lt=1, description="Peak learning rate.")
     lr_scheduler: Literal["cosine", "linear", "constant", "constant_with_warmup"] = Field(
         default="cosine", description="Learning-rate schedule after warm-up."
@@ -150,8 +163,14 @@ class TrainConfig(Section):
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
     batch_size: int = Field(default=4, gt=0, description="Per-device batch size.")
     gradient_accumulation_steps: int = Field(default=4, gt=0, description="Micro-batches per optimiser step.")
-    max_length: int = Field(default=2048, ge=16, description="Longest tokenized sample; longer rows are handled, never cut silently.")
-    packing: bool = Field(default=False, description="Pack several samples per row (they never attend to each other).")
+    max_length: int = Field(
+        default=2048,
+        ge=16,
+        description="Longest tokenized sample; longer rows are handled, never cut silently.",
+    )
+    packing: bool = Field(
+        default=False, description="Pack several samples per row (they never attend to each other)."
+    )
     gradient_checkpointing: Literal["auto"] | bool = Field(
         default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."
     )

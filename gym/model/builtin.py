@@ -159,8 +159,10 @@ def ensure_builtin(name_or_path: str, root: Path | None = None) -> Path:
     """
     name = name_or_path.removeprefix(BUILTIN_PREFIX)
     if name not in BUILTIN_MODELS:
-        raise ValueError(f"unknown built-in model {name_or_path!r}; available: "
-                         + ", ".join(BUILTIN_PREFIX + n for n in BUILTIN_MODELS))
+        raise ValueError(
+            f"unknown built-in model {name_or_path!r}; available: "
+            + ", ".join(BUILTIN_PREFIX + n for n in BUILTIN_MODELS)
+        )
     root = root or cache_root()
     final = root / spec_key(name, BUILTIN_MODELS[name])
     if (final / "gym_builtin.json").is_file():
