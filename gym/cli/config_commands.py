@@ -80,22 +80,33 @@ def _warnings(config: GymConfig) -> list[str]:
     return notes
 
 
+CONFIG_AND_FLAGS = typer.Argument(
+    None,
+    metavar="[GYM.TOML] [--KEY VALUE]...",
+    help="The gym.toml (default ./gym.toml), then flags overriding its keys: --learning_rate 1e-4, "
+    "--train.lora.r=8, --set eval.limit=10, or LLaMA-Factory names (--model_name_or_path, --dataset, ...).",
+    show_default=False,
+)
+
+
 def validate(
-    ctx: typer.Context,
-    config: Path = typer.Argument(Path("gym.toml"), help="The gym.toml to check."),
+    args: list[str] | None = CONFIG_AND_FLAGS,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the file is valid."),
 ) -> None:
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
     from gym.config import ConfigError, config_from_args
+    from gym.config.cli_args import split_config_and_flags
 
+    config, flags = split_config_and_flags(args or [])
     try:
-        loaded = config_from_args(config, ctx.args)
+        loaded = config_from_args(config, flags)
     except ConfigError as error:
         report_config_error(error)
         raise typer.Exit(1) from None
     if quiet:
         return
-    console.print(f"[green]✓[/green] {config} is valid")
+    subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"
+    console.print(f"[green]✓[/green] {subject}")
     _summary(loaded)
     for note in _warnings(loaded):
         errors.print(f"[yellow]warning[/yellow] {note}", highlight=False)

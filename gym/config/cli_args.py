@@ -31,3 +31,19 @@ def config_from_args(
     if path is None and not any(o.path == ("project", "name") for o in overrides):
         overrides.insert(0, Override(("project", "name"), derived_project_name(overrides), "--project_name"))
     return load_config(path, overrides=overrides, env=env)
+
+
+def split_config_and_flags(args: Sequence[str]) -> tuple[Path | None, list[str]]:
+    """``[gym.toml] [--key value ...]`` -> (config path or None, flags).
+
+    The config path is the first argument when it is not a flag. Without one, ``./gym.toml`` is used
+    when it exists; otherwise flags alone describe the run (and with no flags either, the missing
+    ``gym.toml`` is reported).
+    """
+    args = list(args)
+    if args and not args[0].startswith("-"):
+        return Path(args[0]), args[1:]
+    default = Path("gym.toml")
+    if default.exists() or not args:
+        return default, args
+    return None, args

@@ -157,7 +157,10 @@ def parse_flags(argv: Sequence[str], dataset_dir: str | None = None) -> list[Ove
         token = argv[index]
         index += 1
         if not token.startswith("--") or token == "--":
-            parser.errors.append(f"{token}: unexpected argument (options look like --key value)")
+            hint = (
+                "the gym.toml path goes first" if token.endswith(".toml") else "options look like --key value"
+            )
+            parser.errors.append(f"{token}: unexpected argument ({hint})")
             continue
         name, sep, value = token[2:].partition("=")
         name = name.replace("-", "_") if "." not in name else name

@@ -75,20 +75,28 @@ def parse_toml(text: str, source: str) -> tuple[dict[str, Any], Positions, str]:
     return document.unwrap(), scan(text), source
 
 
-def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
-    """Set ``path`` in nested dicts/lists, creating tables on the way; ``"*"`` fans out over a list."""
+def _set(node: Any, path: KeyPath, value: Any) -> None:
+    """Set ``path`` in nested dicts/lists, creating tables on the way; ``"*"`` fans out over a list.
+
+    Raises KeyError naming the part of the path that does not exist (a list index out of range).
+    """
     head, rest = path[0], path[1:]
     if head == "*":
-        for item in data if isinstance(data, list) else []:
-            if isinstance(item, dict):
+        for item in node if isinstance(node, list) else []:
+            if isinstance(item, dict) and rest:
                 _set(item, rest, value)
         return
+    if isinstance(node, list):
+        if not isinstance(head, int) or not 0 <= head < len(node):
+            raise KeyError(f"there is no item {head} (the array has {len(node)})")
+    elif isinstance(head, int):
+        raise KeyError(f"{head} is an index, but the value there is not an array")
     if not rest:
-        data[head] = value  # type: ignore[index]
+        node[head] = value
         return
-    if not isinstance(data.get(head), dict | list):  # type: ignore[union-attr]
-        data[head] = {}  # type: ignore[index]
-    _set(data[head], rest, value)  # type: ignore[index]
+    if isinstance(node, dict) and not isinstance(node.get(head), dict | list):
+        node[head] = {}
+    _set(node[head], rest, value)
 
 
 def _matches(pattern: KeyPath, loc: KeyPath) -> bool:
@@ -107,7 +115,13 @@ def build_config(
     """Validate raw config data (already parsed) with overrides applied; raise ConfigError on any problem."""
     raw = copy.deepcopy(dict(data))
     for override in overrides:
-        _set(raw, override.path, copy.deepcopy(override.value))
+        try:
+            _set(raw, override.path, copy.deepcopy(override.value))
+        except KeyError as error:
+            key = ".".join(map(str, override.path))
+            raise ConfigError.single(
+                COMMAND_LINE, f"cannot set it: {error.args[0]}", f"{key} ({override.flag})"
+            ) from None
     raw, expansion = expand_env(raw, os.environ if env is None else env)
     secrets = tuple(expansion.values)
 

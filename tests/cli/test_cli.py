@@ -101,3 +101,24 @@ def test_console_script_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+def test_flags_may_come_without_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"instruction": "Reverse: a b", "input": "", "output": "b a"}\n')
+    flags_only = runner.invoke(
+        app, ["validate", "--model_name_or_path", "builtin:tiny", "--dataset", "rows.jsonl"]
+    )
+    assert flags_only.exit_code == 0, flags_only.output
+    assert "valid run" in flags_only.output and "rows: " in flags_only.output
+    (tmp_path / "gym.toml").write_text((REPO / "examples" / "quickstart" / "gym.toml").read_text())
+    (tmp_path / "data").mkdir()
+    assert runner.invoke(app, ["validate", "--learning_rate", "1e-3", "-q"]).exit_code == 0
+    negative = runner.invoke(app, ["validate", "--learning_rate", "-1"])
+    assert negative.exit_code == 1 and "(--learning_rate): expected a number > 0, got -1" in negative.output
+
+
+def test_path_after_flags_gets_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["validate", "--learning_rate", "1e-3", "other.toml"])
+    assert result.exit_code == 1 and "the gym.toml path goes first" in result.output
