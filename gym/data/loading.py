@@ -1,0 +1,247 @@
+"""Reading a ``[[datasets]]`` entry into Examples, always through the `datasets` library.
+
+Files are never parsed by hand: JSON/JSONL, CSV and Parquet go through ``load_dataset("json" | "csv" |
+"parquet", data_files=...)`` and Hub ids through ``load_dataset(id, subset, split=, revision=)``, so what
+Gym trains on is what `datasets` reads. What this module adds is the failure story: every way a
+dataset cannot be read becomes a :class:`DataError` with one sentence naming the dataset and the file
+(never a traceback from `datasets`), and bad rows are counted in a :class:`DataReport`.
+`datasets` and pyarrow are imported inside functions so that `gym validate` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from gym.config.sections import DatasetConfig
+from gym.data.example import Example
+from gym.data.formats import Context, get_converter
+from gym.data.report import BadRow, DataError, DataReport
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+T = TypeVar("T")
+
+
+def local_path(dataset: DatasetConfig, base_dir: Path) -> Path:
+    """``dataset.path`` made absolute against gym.toml's folder (as GymConfig.resolve_path does)."""
+    assert dataset.path is not None
+    path = Path(dataset.path).expanduser()
+    return path if path.is_absolute() else (base_dir / path).resolve()
+
+
+def data_files(path: Path, name: str) -> tuple[str, list[str]]:
+    """The `datasets` builder and the files for a file or a folder of files of one type."""
+    if not path.exists():
+        raise DataError(f"dataset {name!r}: {path} does not exist; check path in gym.toml")
+    files = (
+        sorted(p for p in path.iterdir() if p.is_file() and p.suffix in BUILDERS) if path.is_dir() else [path]
+    )
+    if not files:
+        raise DataError(f"dataset {name!r}: folder {path} has no .json, .jsonl, .csv or .parquet file")
+    builders = {BUILDERS.get(p.suffix) for p in files}
+    if None in builders:
+        raise DataError(
+            f"dataset {name!r}: {path} is not a .json, .jsonl, .csv or .parquet file, which are the types Gym reads"
+        )
+    if len(builders) > 1:
+        raise DataError(
+            f"dataset {name!r}: folder {path} mixes file types ({', '.join(sorted(builders))}); use one"
+        )
+    for file in files:
+        if file.stat().st_size == 0:
+            raise DataError(f"dataset {name!r}: file {file} is empty")
+    return builders.pop(), [str(p) for p in files]  # type: ignore[return-value]
+
+
+@contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """No progress bars or logged errors from `datasets` while loading: failures become one DataError."""
+    from datasets.utils import logging as ds_logging
+    from huggingface_hub.utils import logging as hub_logging
+
+    verbosity, hub_verbosity = ds_logging.get_verbosity(), hub_logging.get_verbosity()
+    bars = ds_logging.is_progress_bar_enabled()
+    ds_logging.set_verbosity(ds_logging.CRITICAL + 10)
+    hub_logging.set_verbosity(hub_logging.CRITICAL + 10)
+    ds_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        ds_logging.set_verbosity(verbosity)
+        hub_logging.set_verbosity(hub_verbosity)
+        if bars:
+            ds_logging.enable_progress_bar()
+
+
+def root_cause(error: BaseException) -> str:
+    """The innermost message of an exception chain: `datasets` wraps pyarrow's useful one."""
+    seen: set[int] = set()
+    while (error.__cause__ or error.__context__) is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return str(error).strip() or type(error).__name__
+
+
+def first_bad_line(file: str) -> str:
+    """For a JSON Lines file that failed to load, which line is broken (diagnosis only, not parsing)."""
+    if not file.endswith(".jsonl"):
+        return ""
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError as error:
+                    return f"line {number} is broken ({error.msg})"
+    return ""
+
+
+def load_local(dataset: DatasetConfig, base_dir: Path) -> Dataset:
+    import datasets
+
+    name = str(dataset.name)
+    builder, files = data_files(local_path(dataset, base_dir), name)
+    where = files[0] if len(files) == 1 else f"{local_path(dataset, base_dir)} ({len(files)} files)"
+    try:
+        with quiet_datasets():
+            return datasets.load_dataset(builder, data_files=files, split="train")
+    except FileNotFoundError:
+        raise DataError(f"dataset {name!r}: {where} does not exist; check path in gym.toml") from None
+    except (StopIteration, ValueError) as error:
+        if isinstance(error, StopIteration) or "corresponds to no data" in str(error):
+            raise DataError(f"dataset {name!r}: file {where} has no rows") from None
+        raise DataError(f"dataset {name!r}: cannot read {where}: {root_cause(error)}") from None
+    except Exception as error:  # `datasets` wraps pyarrow/pandas errors in several types
+        for file in files if builder == "json" else []:
+            bad_line = first_bad_line(file)
+            if bad_line:
+                raise DataError(f"dataset {name!r}: {file} is not valid JSON Lines: {bad_line}") from None
+        raise DataError(
+            f"dataset {name!r}: cannot read {builder.upper()} file {where}: {root_cause(error)}"
+        ) from None
+
+
+def hub_offline() -> bool:
+    """Offline mode as the user set it: the env vars now, or huggingface_hub's value read at import."""
+    from huggingface_hub import constants
+
+    flags = (os.environ.get(var, "").strip().lower() for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return bool(constants.HF_HUB_OFFLINE) or any(flag in ("1", "true", "yes", "on") for flag in flags)
+
+
+NETWORK_HINTS = ("couldn't reach", "not cached", "name or service not known", "name resolution", "offline")
+
+
+def network_failure(error: BaseException | None) -> bool:
+    """Whether a `datasets` error chain comes from not reaching the Hub (its types vary by version)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        kind = type(error).__name__
+        if isinstance(error, (ConnectionError, TimeoutError)) or "Connect" in kind or "Timeout" in kind:
+            return True
+        if any(hint in str(error).lower() for hint in NETWORK_HINTS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def load_hub(dataset: DatasetConfig) -> Dataset:
+    import datasets
+    from datasets.exceptions import DatasetNotFoundError
+
+    name, hub = str(dataset.name), str(dataset.hub)
+    try:
+        with quiet_datasets():
+            return datasets.load_dataset(hub, dataset.subset, split=dataset.split, revision=dataset.revision)
+    except Exception as error:
+        offline = hub_offline()
+        if network_failure(error) or (offline and isinstance(error, DatasetNotFoundError)):
+            reason = (
+                "offline mode is on: HF_HUB_OFFLINE/HF_DATASETS_OFFLINE"
+                if offline
+                else "no network connection"
+            )
+            raise DataError(unreachable(name, hub, reason)) from None
+        if isinstance(error, DatasetNotFoundError):
+            raise DataError(
+                f"dataset {name!r}: Hub dataset {hub!r} was not found (or is private/gated without a token)"
+            ) from None
+        raise DataError(f"dataset {name!r}: cannot load Hub dataset {hub!r}: {root_cause(error)}") from None
+
+
+def unreachable(name: str, hub: str, reason: str) -> str:
+    return (
+        f"dataset {name!r}: the Hugging Face Hub is unreachable ({reason}), so Hub dataset {hub!r} "
+        "cannot be downloaded; download it to a local file and set path instead of hub"
+    )
+
+
+def load_rows(dataset: DatasetConfig, base_dir: Path) -> Dataset:
+    """The raw rows of a dataset as a `datasets.Dataset`, cut to ``max_samples``; DataError on failure."""
+    rows = load_local(dataset, base_dir) if dataset.path is not None else load_hub(dataset)
+    if len(rows) == 0:
+        raise DataError(f"dataset {dataset.name!r}: {dataset.path or dataset.hub} has no rows")
+    if dataset.max_samples is not None and dataset.max_samples < len(rows):
+        rows = rows.select(range(dataset.max_samples))
+    return rows
+
+
+def load_examples(dataset: DatasetConfig, base_dir: Path) -> tuple[list[Example], DataReport]:
+    """Every row converted with the dataset's format; bad rows skipped and reported.
+
+    Raises DataError when the dataset cannot be read, when every row is bad, or when the bad fraction
+    exceeds ``dataset.max_bad_fraction``.
+    """
+    name = str(dataset.name)
+    if dataset.path is not None:
+        path = local_path(dataset, base_dir)
+        media_dir, source = (path if path.is_dir() else path.parent), str(path)
+    else:
+        media_dir, source = base_dir, f"hub:{dataset.hub}"
+    rows = load_rows(dataset, base_dir)
+    ctx = Context(
+        columns=dict(dataset.columns),
+        tags=dict(dataset.tags),
+        placeholders=dict(dataset.placeholders),
+        media_dir=media_dir,
+        source=name,
+    )
+    convert = get_converter(dataset.format)
+    report = DataReport(dataset=name, file=source)
+    examples: list[Example] = []
+    for index, row in enumerate(rows):
+        report.rows_read += 1
+        try:
+            example = convert(row, ctx)
+        except BadRow as bad:
+            report.add_bad(index, bad)
+            continue
+        example.source, example.index = name, index
+        examples.append(example)
+    report.rows_kept = len(examples)
+    report.check(dataset.max_bad_fraction)
+    return examples, report
+
+
+def split_eval(examples: Sequence[T], eval_fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:
+    """A deterministic held-out split: the same seed and rows give the same eval set, order preserved.
+
+    At least one example is held out whenever ``eval_fraction > 0`` and there are two or more rows,
+    and at least one is always left to train on.
+    """
+    if not 0.0 <= eval_fraction < 1.0:
+        raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
+    count = len(examples)
+    n_eval = min(max(round(count * eval_fraction), 1), count - 1) if eval_fraction > 0 and count > 1 else 0
+    held = set(random.Random(seed).sample(range(count), n_eval))
+    train = [e for i, e in enumerate(examples) if i not in held]
+    return train, [e for i, e in enumerate(examples) if i in held]

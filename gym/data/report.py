@@ -1,0 +1,126 @@
+"""What happened to a dataset's rows on the way in: how many were read, kept, and why the rest were not.
+
+Bad rows are never dropped silently. Converters raise :class:`BadRow` for a row they cannot turn into
+an :class:`~gym.data.example.Example`; the loader counts them by reason in a :class:`DataReport`, keeps
+a few examples of each so the user can find them in the file, and fails the run with a
+:class:`DataError` only when too much of the dataset is unusable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXAMPLES_PER_REASON = 3
+
+
+class DataError(Exception):
+    """A dataset cannot be used at all; the message is one sentence naming the dataset and file."""
+
+
+class BadRow(Exception):
+    """One row cannot be converted.
+
+    ``reason`` is a short category that rows are counted by ("missing field", "wrong role order", ...);
+    ``detail`` says what exactly was wrong in this row, so the category counts stay readable.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class BadExample:
+    """Where one bad row is, so the user can open the file at it."""
+
+    file: str
+    index: int
+    reason: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file} row {self.index}"
+        return f"{where}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass
+class DataReport:
+    """Counts for one dataset: rows read, rows kept, and bad rows by reason with a few examples each."""
+
+    dataset: str
+    file: str
+    rows_read: int = 0
+    rows_kept: int = 0
+    bad: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[BadExample]] = field(default_factory=dict)
+
+    @property
+    def rows_bad(self) -> int:
+        return sum(self.bad.values())
+
+    @property
+    def bad_fraction(self) -> float:
+        return self.rows_bad / self.rows_read if self.rows_read else 0.0
+
+    def add_bad(self, index: int, error: BadRow) -> None:
+        """Count one bad row and keep it as an example while its reason has fewer than three."""
+        self.bad[error.reason] = self.bad.get(error.reason, 0) + 1
+        kept = self.examples.setdefault(error.reason, [])
+        if len(kept) < EXAMPLES_PER_REASON:
+            kept.append(BadExample(self.file, index, error.reason, error.detail))
+
+    def first_example(self) -> BadExample | None:
+        """The example of the most common reason, to quote in a one-sentence error."""
+        if not self.bad:
+            return None
+        reason = max(self.bad, key=lambda r: self.bad[r])
+        return self.examples[reason][0]
+
+    def check(self, max_bad_fraction: float) -> None:
+        """Raise DataError when no row survived or more than ``max_bad_fraction`` of them are bad."""
+        example = self.first_example()
+        hint = f"; e.g. {example}" if example else ""
+        if self.rows_read and not self.rows_kept:
+            raise DataError(
+                f"dataset {self.dataset!r} ({self.file}): all {self.rows_read} rows are bad "
+                f"({self.reasons_text()}){hint}; check the format, columns and tags settings"
+            )
+        if self.bad_fraction > max_bad_fraction:
+            raise DataError(
+                f"dataset {self.dataset!r} ({self.file}): {self.rows_bad} of {self.rows_read} rows are bad "
+                f"({self.bad_fraction:.1%} > max_bad_fraction {max_bad_fraction:.1%}; {self.reasons_text()}){hint}"
+            )
+
+    def reasons_text(self) -> str:
+        return ", ".join(
+            f"{count} {reason}" for reason, count in sorted(self.bad.items(), key=lambda kv: -kv[1])
+        )
+
+    def summary(self) -> str:
+        """Plain-text summary: one line of counts, then one line per reason with its examples."""
+        lines = [
+            f"{self.dataset}: {self.rows_kept} of {self.rows_read} rows kept, {self.rows_bad} bad ({self.file})"
+        ]
+        for reason, count in sorted(self.bad.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {count} x {reason}")
+            lines.extend(f"    {example}" for example in self.examples.get(reason, []))
+        return "\n".join(lines)
+
+    def __rich__(self) -> object:
+        """A table for `gym data preview`; rich is imported here so the report stays cheap to import."""
+        from rich.table import Table
+
+        title = f"{self.dataset}: {self.rows_kept}/{self.rows_read} rows kept"
+        table = Table(title=title, caption=self.file, show_lines=False)
+        table.add_column("bad rows", justify="right")
+        table.add_column("reason")
+        table.add_column("first examples (row: detail)")
+        for reason, count in sorted(self.bad.items(), key=lambda kv: -kv[1]):
+            shown = "\n".join(
+                f"{e.index}: {e.detail}" if e.detail else str(e.index) for e in self.examples[reason]
+            )
+            table.add_row(str(count), reason, shown)
+        if not self.bad:
+            table.add_row("0", "no bad rows", "")
+        return table
