@@ -1,0 +1,170 @@
+"""Assistant-only loss masks for any Jinja chat template, named or the tokenizer's own.
+
+Only a few templates mark assistant text with ``{% generation %}``, so masks cannot rely on it.
+Instead the conversation is rendered once (the training text) and each assistant turn is located by
+rendering prefixes: ``messages[:i]`` with the generation prompt ends where the answer begins, and
+``messages[:i+1]`` ends where it (plus the separator after it) ends. Character spans then map to
+tokens through the fast tokenizer's offsets. This needs nothing from the template but its output.
+
+Some templates render earlier turns differently once a later turn exists (qwen3 drops the thinking
+block of assistant turns before the last user query; with ``enable_thinking=False`` the generation
+prompt holds an empty thinking block that earlier turns lack). When a prefix is not a prefix of the
+full text, that turn is located by string search instead, in order: its start after the longest part
+of the generation header that the full text repeats (or at its content), its end after the first
+end-of-turn that follows its content.
+
+The end-of-turn string (``<|im_end|>``, ``</s>``, ...) carries loss so the model learns to stop; the
+generation header and the whitespace separating the turn from the next one do not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gym.data.templates.render import render_chat
+
+IGNORE_INDEX = -100
+_PROBE = "GYM_PROBE_ANSWER_7F3A"
+
+
+def probe_end_of_turn(tokenizer: Any, template: str | None, **template_kwargs: Any) -> str:
+    """What a template writes right after an assistant answer, minus the separator whitespace.
+
+    Found by rendering a one-exchange probe conversation, so it works for unknown templates; falls
+    back to the tokenizer's EOS when the probe cannot be rendered.
+    """
+    probe = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": _PROBE}]
+    try:
+        text = render_chat(tokenizer, probe, template, **template_kwargs)
+    except Exception:
+        text = ""
+    if _PROBE in text:
+        return text[text.rindex(_PROBE) + len(_PROBE) :].rstrip()
+    return getattr(tokenizer, "eos_token", None) or ""
+
+
+def _safe_render(
+    tokenizer: Any, messages: list[dict[str, Any]], template: str | None, **kw: Any
+) -> str | None:
+    if not messages:
+        return ""
+    try:
+        return render_chat(tokenizer, messages, template, **kw)
+    except Exception:  # a prefix may be invalid for a strict template; the search path copes
+        return None
+
+
+def assistant_spans(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    end_of_turn: str | None = None,
+    **template_kwargs: Any,
+) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered conversation and the character span of each assistant turn (answer + end-of-turn)."""
+    kw = {"tools": tools, **template_kwargs}
+    text = render_chat(tokenizer, messages, template, **kw)
+    eot = (end_of_turn if end_of_turn is not None else probe_end_of_turn(tokenizer, template, **kw)).strip()
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for i, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        base = _safe_render(tokenizer, messages[:i], template, **kw)
+        prompt = _safe_render(tokenizer, messages[:i], template, add_generation_prompt=True, **kw)
+        upto = _safe_render(tokenizer, messages[: i + 1], template, **kw)
+        if base is not None and text.startswith(base):
+            cursor = max(cursor, len(base))
+        if prompt is not None and upto is not None and text.startswith(prompt) and text.startswith(upto):
+            start, end = max(cursor, len(prompt)), len(upto)
+            turn = text[start:end]
+            end = start + (turn.rindex(eot) + len(eot) if eot and eot in turn else len(turn.rstrip()))
+        else:
+            header = (
+                prompt[len(base) :]
+                if prompt is not None and base is not None and prompt.startswith(base)
+                else ""
+            )
+            start, end = _search_turn(text, cursor, message, header, eot, i)
+        spans.append((start, end))
+        cursor = end
+    return text, spans
+
+
+def _after_header(text: str, header: str, lo: int, hi: int | None) -> int | None:
+    """Where the answer begins after the generation header in ``text[lo:hi]``, or None.
+
+    The header's first line (``<|im_start|>assistant\n``) is looked for (the last one before ``hi``,
+    else the first after ``lo``), then extended by as many further whole lines of the header as the
+    text repeats there (whole lines, so ``<think>`` in the header never half-matches ``<tool_call>``).
+    """
+    cuts = [k + 1 for k, char in enumerate(header) if char == "\n" and header[: k + 1].strip()] + [
+        len(header)
+    ]
+    pos = text.rfind(header[: cuts[0]], lo, hi) if hi is not None else text.find(header[: cuts[0]], lo)
+    if pos < 0:
+        return None
+    window = text[pos:hi]
+    return pos + max(cut for cut in cuts if window.startswith(header[:cut]))
+
+
+def _search_turn(
+    text: str, cursor: int, message: dict[str, Any], header: str, eot: str, index: int
+) -> tuple[int, int]:
+    """Locate one assistant turn in ``text`` after ``cursor`` when prefix rendering is inconsistent.
+
+    The turn starts after the last (longest) piece of the generation header before its content, so a
+    thinking block the full text keeps stays in the span; with no content (a tool-call-only turn) it
+    starts after the next header. It ends after the first end-of-turn that follows its content.
+    """
+    content = (message.get("content") or "").strip()
+    found = text.find(content, cursor) if content else -1
+    if content and found < 0:
+        raise ValueError(
+            f"assistant message {index}: its content does not appear in the rendered conversation"
+        )
+    start = _after_header(text, header, cursor, found if content else None) if header else None
+    if start is None:
+        start = found if content else cursor
+    after = found + len(content) if content else start
+    stop = text.find(eot, after) if eot else -1
+    if stop < 0:
+        raise ValueError(
+            f"assistant message {index}: no end-of-turn {eot!r} after its content in the rendered conversation"
+        )
+    return start, stop + len(eot)
+
+
+def tokenize_with_mask(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    end_of_turn: str | None = None,
+    **template_kwargs: Any,
+) -> tuple[list[int], list[int]]:
+    """Token ids of the rendered conversation and labels that are -100 except on assistant turns.
+
+    ``template`` is Jinja text (None = the tokenizer's own). ``end_of_turn`` is found from the
+    template when not given. A token carries loss when it starts inside an assistant span, so a
+    token that straddles the end of an answer (e.g. ``</s>`` merged with a newline) still does.
+    Needs a fast tokenizer (for offsets); the text is tokenized without extra special tokens, as
+    ``apply_chat_template`` does, since the template writes BOS itself.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("assistant-only loss masks need a fast tokenizer (offset mapping); got a slow one")
+    text, spans = assistant_spans(tokenizer, messages, template, tools, end_of_turn, **template_kwargs)
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    input_ids = list(encoding["input_ids"])
+    labels = [IGNORE_INDEX] * len(input_ids)
+    span_iter = iter(spans)
+    span = next(span_iter, None)
+    for k, (tok_start, tok_end) in enumerate(encoding["offset_mapping"]):
+        while span is not None and tok_start >= span[1]:
+            span = next(span_iter, None)
+        if span is None:
+            break
+        if tok_end > tok_start and span[0] <= tok_start < span[1]:
+            labels[k] = input_ids[k]
+    return input_ids, labels

@@ -1,0 +1,83 @@
+"""Rendering conversations, and choosing which template a tokenizer carries.
+
+Rendering goes through transformers' own ``render_jinja_template`` with the tokenizer's special
+tokens as variables, exactly as ``tokenizer.apply_chat_template(..., tokenize=False)`` does: the
+Jinja environment (sandbox, ``trim_blocks``/``lstrip_blocks``, ``tojson``, ``raise_exception``,
+``{% generation %}``) is then the one every HF trainer and server uses, so text rendered here at
+training time is the text the model sees at inference time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gym.data.templates.registry import TEMPLATES, get_template
+
+AUTO = "auto"
+
+
+def template_source(name_or_path: str, base_dir: str | Path | None = None) -> str:
+    """The Jinja text of a registered name or of a ``.jinja``/``.j2`` file (relative to ``base_dir``)."""
+    if name_or_path in TEMPLATES:
+        return TEMPLATES[name_or_path].jinja
+    path = Path(name_or_path).expanduser()
+    if base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
+    if name_or_path.endswith((".jinja", ".j2")) or path.is_file():
+        if not path.is_file():
+            raise FileNotFoundError(f"chat template file not found: {path}")
+        return path.read_text(encoding="utf-8")
+    get_template(name_or_path)  # raises the 'unknown chat template' error with suggestions
+    raise AssertionError("unreachable")
+
+
+def tokenizer_template(tokenizer: Any, tools: list[dict[str, Any]] | None = None) -> str:
+    """The tokenizer's own chat template (``model.template = "auto"``), or a clear error without one."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"model.template = 'auto' but the tokenizer of {getattr(tokenizer, 'name_or_path', '?')!r} has no "
+            f"chat template; set model.template to one of {', '.join(TEMPLATES)} or to a .jinja file"
+        )
+    return tokenizer.get_chat_template(None, tools)
+
+
+def apply_template(tokenizer: Any, name_or_path_or_auto: str, base_dir: str | Path | None = None) -> str:
+    """Set ``tokenizer.chat_template`` to the chosen template and return its Jinja.
+
+    Setting it on the tokenizer (rather than only rendering with it) means ``save_pretrained`` writes
+    the template used in training next to the weights, so serving renders prompts the same way.
+    ``"auto"`` keeps the tokenizer's own template and fails clearly when it has none.
+    """
+    if name_or_path_or_auto == AUTO:
+        return tokenizer_template(tokenizer)
+    jinja = template_source(name_or_path_or_auto, base_dir)
+    tokenizer.chat_template = jinja
+    return jinja
+
+
+def render_chat(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    **template_kwargs: Any,
+) -> str:
+    """``messages`` rendered with ``template`` (Jinja text; None = the tokenizer's own) as HF would.
+
+    ``template_kwargs`` become Jinja variables (``enable_thinking=False``, ``bos_token=...``) and
+    override the tokenizer's special tokens, as in ``apply_chat_template``.
+    """
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    jinja = template if template is not None else tokenizer_template(tokenizer, tools)
+    variables = {**getattr(tokenizer, "special_tokens_map", {}), **template_kwargs}
+    rendered, _ = render_jinja_template(
+        conversations=[messages],
+        tools=tools or None,
+        chat_template=jinja,
+        add_generation_prompt=add_generation_prompt,
+        **variables,
+    )
+    return rendered[0]
