@@ -38,9 +38,11 @@ config_commands.register(app)
 
 
 def _add_lazy_groups() -> None:
+    from gym.cli.data_commands import data_app
     from gym.cli.model_commands import model_app
 
     app.add_typer(model_app, name="model")
+    app.add_typer(data_app, name="data")
 
 
 _add_lazy_groups()

@@ -54,6 +54,9 @@ class DataReport:
     rows_kept: int = 0
     bad: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[BadExample]] = field(default_factory=dict)
+    # Rows left out for a setting rather than a data fault (longer than max_length): counted and shown,
+    # but not held against max_bad_fraction.
+    skipped: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_bad(self) -> int:
@@ -70,6 +73,14 @@ class DataReport:
         if len(kept) < EXAMPLES_PER_REASON:
             kept.append(BadExample(self.file, index, error.reason, error.detail))
 
+    def add_skipped(self, index: int, reason: str, detail: str = "") -> None:
+        """Count one row left out because of a setting (e.g. longer than max_length), with examples."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        self.rows_kept -= 1
+        kept = self.examples.setdefault(reason, [])
+        if len(kept) < EXAMPLES_PER_REASON:
+            kept.append(BadExample(self.file, index, reason, detail))
+
     def first_example(self) -> BadExample | None:
         """The example of the most common reason, to quote in a one-sentence error."""
         if not self.bad:
@@ -82,9 +93,12 @@ class DataReport:
         example = self.first_example()
         hint = f"; e.g. {example}" if example else ""
         if self.rows_read and not self.rows_kept:
+            skipped = ", ".join(f"{n} {reason}" for reason, n in self.skipped.items())
             raise DataError(
-                f"dataset {self.dataset!r} ({self.file}): all {self.rows_read} rows are bad "
-                f"({self.reasons_text()}){hint}; check the format, columns and tags settings"
+                f"dataset {self.dataset!r} ({self.file}): none of the {self.rows_read} rows is usable "
+                f"({', '.join(filter(None, [self.reasons_text(), skipped]))}){hint}; "
+                + ("raise train.max_length or " if self.skipped else "")
+                + "check the format, columns and tags settings"
             )
         if self.bad_fraction > max_bad_fraction:
             raise DataError(
@@ -102,7 +116,7 @@ class DataReport:
         lines = [
             f"{self.dataset}: {self.rows_kept} of {self.rows_read} rows kept, {self.rows_bad} bad ({self.file})"
         ]
-        for reason, count in sorted(self.bad.items(), key=lambda kv: -kv[1]):
+        for reason, count in sorted({**self.bad, **self.skipped}.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {count} x {reason}")
             lines.extend(f"    {example}" for example in self.examples.get(reason, []))
         return "\n".join(lines)
@@ -116,11 +130,11 @@ class DataReport:
         table.add_column("bad rows", justify="right")
         table.add_column("reason")
         table.add_column("first examples (row: detail)")
-        for reason, count in sorted(self.bad.items(), key=lambda kv: -kv[1]):
+        for reason, count in sorted({**self.bad, **self.skipped}.items(), key=lambda kv: -kv[1]):
             shown = "\n".join(
                 f"{e.index}: {e.detail}" if e.detail else str(e.index) for e in self.examples[reason]
             )
             table.add_row(str(count), reason, shown)
-        if not self.bad:
+        if not self.bad and not self.skipped:
             table.add_row("0", "no bad rows", "")
         return table

@@ -6,7 +6,13 @@ the weights); :func:`tokenize_with_mask` turns a conversation into ``input_ids``
 train on assistant turns only, for any template.
 """
 
-from gym.data.templates.masks import IGNORE_INDEX, assistant_spans, probe_end_of_turn, tokenize_with_mask
+from gym.data.templates.masks import (
+    IGNORE_INDEX,
+    assistant_spans,
+    labels_for_spans,
+    probe_end_of_turn,
+    tokenize_with_mask,
+)
 from gym.data.templates.registry import TEMPLATES, ChatTemplate, get_template, read_jinja, register_template
 from gym.data.templates.render import AUTO, apply_template, render_chat, template_source, tokenizer_template
 
@@ -18,6 +24,7 @@ __all__ = [
     "apply_template",
     "assistant_spans",
     "get_template",
+    "labels_for_spans",
     "probe_end_of_turn",
     "read_jinja",
     "register_template",

@@ -1,10 +1,14 @@
 """Assistant-only loss masks for any Jinja chat template, named or the tokenizer's own.
 
-Only a few templates mark assistant text with ``{% generation %}``, so masks cannot rely on it.
-Instead the conversation is rendered once (the training text) and each assistant turn is located by
-rendering prefixes: ``messages[:i]`` with the generation prompt ends where the answer begins, and
-``messages[:i+1]`` ends where it (plus the separator after it) ends. Character spans then map to
-tokens through the fast tokenizer's offsets. This needs nothing from the template but its output.
+The named templates (:data:`TEMPLATES`) wrap exactly the text that carries loss in
+``{% generation %}`` ... ``{% endgeneration %}``, so for them one render gives the text and the spans
+(transformers reports each block's character span). Other templates (the tokenizer's own, a user's
+.jinja) mostly have no markers, and where they do they follow their own conventions (some leave the
+end-of-turn out), so they are never trusted: the conversation is rendered once (the training text)
+and each assistant turn is located by rendering prefixes: ``messages[:i]`` with the generation prompt
+ends where the answer begins, and ``messages[:i+1]`` ends where it (plus the separator after it)
+ends. This needs nothing from the template but its output. Either way, character spans then map to
+tokens through the fast tokenizer's offsets.
 
 Some templates render earlier turns differently once a later turn exists (qwen3 drops the thinking
 block of assistant turns before the last user query; with ``enable_thinking=False`` the generation
@@ -19,9 +23,11 @@ generation header and the whitespace separating the turn from the next one do no
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from gym.data.templates.render import render_chat
+from gym.data.templates.registry import TEMPLATES
+from gym.data.templates.render import render_chat, render_chat_generation
 
 IGNORE_INDEX = -100
 _PROBE = "GYM_PROBE_ANSWER_7F3A"
@@ -62,25 +68,91 @@ def assistant_spans(
     end_of_turn: str | None = None,
     **template_kwargs: Any,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered conversation and the character span of each assistant turn (answer + end-of-turn)."""
+    """The rendered conversation and the character span of each assistant turn (answer + end-of-turn).
+
+    One render for a named template (its generation markers); otherwise the prefix-diff search, whose
+    prefix renders are memoised, so a one-turn conversation costs two renders. The two give the same
+    spans for the named templates (tested), so the choice is only a matter of speed.
+    """
+    if _marked(template) and not (messages and messages[0].get("role") == "assistant"):
+        found = _marker_spans(tokenizer, messages, template, tools, end_of_turn, **template_kwargs)
+        if found is not None:
+            return found
+    return _prefix_spans(tokenizer, messages, template, tools, end_of_turn, **template_kwargs)
+
+
+@lru_cache(maxsize=32)
+def _marked(template: str | None) -> bool:
+    """Whether ``template`` is a registered template with ``{% generation %}`` markers."""
+    return (
+        template is not None
+        and "generation" in template
+        and any(template == named.jinja for named in TEMPLATES.values())
+    )
+
+
+def _marker_spans(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None,
+    tools: list[dict[str, Any]] | None,
+    end_of_turn: str | None,
+    **template_kwargs: Any,
+) -> tuple[str, list[tuple[int, int]]] | None:
+    """Spans from the template's generation blocks, one per assistant message (else None).
+
+    A given ``end_of_turn`` cuts each block as :func:`_prefix_spans` cuts a turn (after its last
+    end-of-turn, else before trailing whitespace), which leaves a named template's blocks as they are.
+    """
+    text, blocks = render_chat_generation(tokenizer, messages, template, tools, **template_kwargs)
+    if len(blocks) != sum(1 for message in messages if message.get("role") == "assistant"):
+        return None
+    if end_of_turn is None:
+        return text, blocks
+    eot, spans = end_of_turn.strip(), []
+    for start, end in blocks:
+        turn = text[start:end]
+        spans.append(
+            (start, start + (turn.rindex(eot) + len(eot) if eot and eot in turn else len(turn.rstrip())))
+        )
+    return text, spans
+
+
+def _prefix_spans(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    end_of_turn: str | None = None,
+    **template_kwargs: Any,
+) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`assistant_spans` by rendering prefixes, for templates without trusted markers."""
     kw = {"tools": tools, **template_kwargs}
     text = render_chat(tokenizer, messages, template, **kw)
     eot = (end_of_turn if end_of_turn is not None else probe_end_of_turn(tokenizer, template, **kw)).strip()
+    renders: dict[tuple[int, bool], str | None] = {(len(messages), False): text}
+
+    def render(count: int, generation: bool = False) -> str | None:
+        if (count, generation) not in renders:
+            renders[count, generation] = _safe_render(
+                tokenizer, messages[:count], template, add_generation_prompt=generation, **kw
+            )
+        return renders[count, generation]
+
     spans: list[tuple[int, int]] = []
     cursor = 0
     for i, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        base = _safe_render(tokenizer, messages[:i], template, **kw)
-        prompt = _safe_render(tokenizer, messages[:i], template, add_generation_prompt=True, **kw)
-        upto = _safe_render(tokenizer, messages[: i + 1], template, **kw)
-        if base is not None and text.startswith(base):
-            cursor = max(cursor, len(base))
+        prompt, upto = render(i, True), render(i + 1)
         if prompt is not None and upto is not None and text.startswith(prompt) and text.startswith(upto):
             start, end = max(cursor, len(prompt)), len(upto)
             turn = text[start:end]
             end = start + (turn.rindex(eot) + len(eot) if eot and eot in turn else len(turn.rstrip()))
         else:
+            base = render(i)
+            if base is not None and text.startswith(base):
+                cursor = max(cursor, len(base))
             header = (
                 prompt[len(base) :]
                 if prompt is not None and base is not None and prompt.startswith(base)
@@ -157,14 +229,24 @@ def tokenize_with_mask(
     text, spans = assistant_spans(tokenizer, messages, template, tools, end_of_turn, **template_kwargs)
     encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     input_ids = list(encoding["input_ids"])
+    return input_ids, labels_for_spans(input_ids, encoding["offset_mapping"], spans)
+
+
+def labels_for_spans(
+    input_ids: list[int], offsets: list[tuple[int, int]], spans: list[tuple[int, int]]
+) -> list[int]:
+    """Labels that copy ``input_ids`` where a token starts inside a span, -100 elsewhere.
+
+    Split out so batch tokenization (one fast-tokenizer call for many rows) can reuse it.
+    """
     labels = [IGNORE_INDEX] * len(input_ids)
     span_iter = iter(spans)
     span = next(span_iter, None)
-    for k, (tok_start, tok_end) in enumerate(encoding["offset_mapping"]):
+    for k, (tok_start, tok_end) in enumerate(offsets):
         while span is not None and tok_start >= span[1]:
             span = next(span_iter, None)
         if span is None:
             break
         if tok_end > tok_start and span[0] <= tok_start < span[1]:
             labels[k] = input_ids[k]
-    return input_ids, labels
+    return labels

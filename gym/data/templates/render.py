@@ -69,15 +69,44 @@ def render_chat(
     ``template_kwargs`` become Jinja variables (``enable_thinking=False``, ``bos_token=...``) and
     override the tokenizer's special tokens, as in ``apply_chat_template``.
     """
+    return _render(tokenizer, messages, template, tools, add_generation_prompt, False, template_kwargs)[0]
+
+
+def render_chat_generation(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    **template_kwargs: Any,
+) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`render_chat`, plus the character span of each ``{% generation %}`` block, in order.
+
+    The text is the same as :func:`render_chat`'s (the markers write nothing); a template without
+    markers yields no spans.
+    """
+    return _render(tokenizer, messages, template, tools, add_generation_prompt, True, template_kwargs)
+
+
+def _render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str | None,
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    generation: bool,
+    template_kwargs: dict[str, Any],
+) -> tuple[str, list[tuple[int, int]]]:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     jinja = template if template is not None else tokenizer_template(tokenizer, tools)
     variables = {**getattr(tokenizer, "special_tokens_map", {}), **template_kwargs}
-    rendered, _ = render_jinja_template(
+    rendered, indices = render_jinja_template(
         conversations=[messages],
         tools=tools or None,
         chat_template=jinja,
         add_generation_prompt=add_generation_prompt,
+        return_assistant_tokens_mask=generation,
         **variables,
     )
-    return rendered[0]
+    return rendered[0], [tuple(span) for span in indices[0]] if generation else []

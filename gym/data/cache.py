@@ -1,0 +1,80 @@
+"""Where prepared (tokenized) data is cached, and the key that decides when it can be reused.
+
+The key covers everything that changes the tokens: each dataset's settings and file contents (or Hub
+id and revision), the tokenizer (vocabulary, special tokens, chat template), the method,
+``max_length``, the held-out split and this pipeline's own version. A finished cache entry is written
+to a staging folder and renamed into place, so a crash never leaves a half-written entry that looks
+complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PIPELINE_VERSION = 1
+DONE = "gym_prepared.json"
+
+
+def cache_root() -> Path:
+    """``$GYM_CACHE_DIR`` or ``$XDG_CACHE_HOME/gym`` (``~/.cache/gym``), plus ``data``."""
+    base = os.environ.get("GYM_CACHE_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(xdg, "gym")
+    return Path(base) / "data"
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_fingerprint(path: Path) -> list[tuple[str, str]]:
+    """(name, sha256) of a dataset file or of every file in a dataset folder."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [
+        (str(p.relative_to(path) if path.is_dir() else p.name), file_digest(p)) for p in files if p.exists()
+    ]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A hash of what the tokenizer does: its serialized model, special tokens and chat template."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    extra = json.dumps(
+        {"special": getattr(tokenizer, "special_tokens_map", {}), "template": tokenizer.chat_template},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256((body + extra).encode()).hexdigest()
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    blob = json.dumps({"pipeline": PIPELINE_VERSION, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def write_entry(final: Path, fill: Callable[[Path], None]) -> Path:
+    """Create cache entry ``final`` by calling ``fill(staging_folder)``, then renaming it into place."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        fill(staging)
+        if final.exists():  # a stale or concurrent entry: the finished one wins
+            if (final / DONE).is_file():
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
