@@ -1,0 +1,134 @@
+"""`gym launch`, `gym status` and `gym logs`: running a gym.toml on the cloud and following it.
+
+SkyPilot is imported inside :mod:`gym.launch.cloud` only when one of these commands runs, so
+`gym --help` and `gym validate` stay fast. Every user mistake ends as one sentence and exit 1 (2 for
+usage), never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from gym.cli.output import console, errors, report_config_error
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+CONFIG_AND_FLAGS = typer.Argument(
+    None,
+    metavar="[GYM.TOML] [--KEY VALUE]...",
+    help="The gym.toml (default ./gym.toml), then flags overriding its keys (--learning_rate 1e-4, ...).",
+    show_default=False,
+)
+
+
+def _load(args: list[str] | None) -> tuple[GymConfig, Path | None, list[str]]:
+    from gym.config import ConfigError, config_from_args
+    from gym.config.cli_args import split_config_and_flags
+
+    path, flags = split_config_and_flags(args or [])
+    try:
+        return config_from_args(path, flags), path, flags
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+
+
+def _fail(message: str) -> typer.Exit:
+    from rich.markup import escape
+
+    # The message quotes the user's text and TOML tables ("[compute]"): never read it as rich markup.
+    errors.print(f"[red]error[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def _plain(stream: Any) -> Callable[[str], None]:
+    return lambda text: stream.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def launch(
+    args: list[str] | None = CONFIG_AND_FLAGS,
+    cloud: bool = typer.Option(
+        False, "--cloud", help="Run on the cloud through SkyPilot, as [compute] says."
+    ),
+    dryrun: bool = typer.Option(
+        False,
+        "--dryrun",
+        "--dry-run",
+        help="Print the checked SkyPilot task (secrets redacted); launch nothing.",
+    ),
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="Return once the launch is submitted, without streaming its progress."
+    ),
+) -> None:
+    """Run the whole pipeline (train → eval → card → push); with --cloud, on any cloud SkyPilot has enabled."""
+    if not cloud:
+        errors.print(
+            "local `gym launch` is not available yet; use `gym launch --cloud` to run on the cloud",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    from gym.launch.task import LaunchError
+
+    config, path, flags = _load(args)
+    try:
+        from gym.launch.cloud import launch_cloud
+
+        launch_cloud(
+            config, path, dryrun=dryrun, flags=flags, detach=detach, echo=_plain(console), warn=_plain(errors)
+        )
+    except LaunchError as error:
+        raise _fail(str(error)) from None
+    except ImportError as error:
+        raise _fail(
+            f"gym launch --cloud needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})"
+        ) from None
+
+
+def status(args: list[str] | None = CONFIG_AND_FLAGS) -> None:
+    """Show the cloud jobs of a gym.toml's run (SkyPilot's job queue), with their recoveries."""
+    from gym.launch.task import LaunchError
+
+    config, _, _ = _load(args)
+    try:
+        from gym.launch.cloud import cloud_status
+
+        cloud_status(config, echo=_plain(console))
+    except LaunchError as error:
+        raise _fail(str(error)) from None
+    except ImportError as error:
+        raise _fail(f"gym status needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
+
+
+def logs(
+    args: list[str] | None = CONFIG_AND_FLAGS,
+    job_id: int | None = typer.Option(None, "--job-id", help="A job id from `gym status` (default: latest)."),
+    follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep streaming until the job ends."),
+) -> None:
+    """Stream the logs of a gym.toml's cloud run (the latest job unless --job-id)."""
+    from gym.launch.task import LaunchError
+
+    config, _, _ = _load(args)
+    try:
+        from gym.launch.cloud import cloud_logs
+
+        code = cloud_logs(config, job_id=job_id, follow=follow)
+    except LaunchError as error:
+        raise _fail(str(error)) from None
+    except ImportError as error:
+        raise _fail(f"gym logs needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
+    if code:
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(context_settings=EXTRA_ARGS)(launch)
+    app.command(context_settings=EXTRA_ARGS)(status)
+    app.command(context_settings=EXTRA_ARGS)(logs)

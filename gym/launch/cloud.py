@@ -1,0 +1,195 @@
+"""`gym launch --cloud`, `gym status`, `gym logs`: the only Gym module that imports SkyPilot.
+
+SkyPilot's SDK talks to an API server (a local one it starts by itself, or the team's); every call
+returns a request id that :func:`sky.stream_and_get` / :func:`sky.get` resolve. A dry run stops after
+:meth:`sky.Task.from_yaml_config` has checked the task, so it needs neither a server nor credentials.
+
+Secret values reach SkyPilot only as ``secrets_overrides``: they are neither in the dict the task is
+parsed from (SkyPilot keeps that text as the "user-specified YAML" it sends along) nor in any script,
+printed YAML or error message.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gym import __version__
+from gym.launch.task import CloudPlan, LaunchError, build_plan, secret_values
+from gym.launch.templates import dump_yaml
+
+if TYPE_CHECKING:
+    import sky
+
+    from gym.config import GymConfig
+
+REDACTED = "<redacted>"
+Echo = Callable[[str], None]
+
+
+@dataclass
+class LaunchResult:
+    """What a launch returned: the API request id and, once it resolved, the job id."""
+
+    name: str
+    managed: bool
+    request_id: str | None = None
+    job_id: int | None = None
+    yaml: str | None = None
+
+
+def scrub(text: str, secrets: Mapping[str, str]) -> str:
+    """``text`` with every secret value replaced, for messages built from third-party exceptions."""
+    for value in secrets.values():
+        if value:
+            text = text.replace(value, "***")
+    return text
+
+
+def _one_line(error: BaseException, secrets: Mapping[str, str]) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    message = lines[0] if lines else type(error).__name__
+    return scrub(message, secrets)
+
+
+def redacted_yaml(plan: CloudPlan, secrets: Mapping[str, str]) -> str:
+    """The task as YAML, each secret shown by name with its value redacted."""
+    data = copy.deepcopy(plan.task)
+    if secrets:
+        data["secrets"] = {name: REDACTED for name in secrets}
+    return dump_yaml(data)
+
+
+def to_sky_task(plan: CloudPlan, secrets: Mapping[str, str]) -> sky.Task:
+    """Parse and validate the task with SkyPilot's own schema (no server, no credentials)."""
+    import sky
+
+    try:
+        # from_yaml_config empties the dict it gets, and records it as the user's YAML: pass a copy that
+        # holds no secret value, and the values as overrides.
+        return sky.Task.from_yaml_config(copy.deepcopy(plan.task), secrets_overrides=list(secrets.items()))
+    except Exception as error:  # SkyPilot raises ValueError, its own exceptions, schema errors
+        raise LaunchError(f"SkyPilot rejected the task: {_one_line(error, secrets)}") from None
+
+
+def _job_id(result: Any, managed: bool) -> int | None:
+    """Pick the job id out of a launch request's return value ((job_ids, handle) or (job_id, handle))."""
+    if not isinstance(result, (tuple, list)) or not result:
+        return None
+    first = result[0]
+    if managed and isinstance(first, (list, tuple)):
+        return first[0] if first else None
+    return first if isinstance(first, int) else None
+
+
+def launch_cloud(
+    config: GymConfig,
+    config_path: Path | None,
+    *,
+    dryrun: bool,
+    flags: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    detach: bool = False,
+    echo: Echo = print,
+    warn: Echo = print,
+) -> LaunchResult:
+    """Launch ``config`` on the cloud through SkyPilot (or, with ``dryrun``, print the checked task).
+
+    ``flags`` are the command-line overrides already applied to ``config``; the remote `gym launch`
+    receives them too. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
+    """
+    plan = build_plan(config, config_path, flags, pip_spec=f"zoo-gym[train,eval]=={__version__}")
+    secrets, missing = secret_values(plan.secrets, env, require=not dryrun)
+    for note in plan.notes:
+        warn(f"note: {note}")
+    result = LaunchResult(name=plan.name, managed=plan.managed)
+    if dryrun:
+        for spec in missing:
+            warn(f"note: ${spec.name} is not set here; a real launch needs it ({spec.reason})")
+        shown = {name: REDACTED for name in secrets}
+        to_sky_task(plan, shown)  # validate with placeholders: a dry run never touches a secret value
+        result.yaml = redacted_yaml(plan, shown)
+        echo(result.yaml)
+        return result
+
+    task = to_sky_task(plan, secrets)
+    import sky
+
+    try:
+        if plan.managed:
+            request_id = sky.jobs.launch(task, name=plan.name)
+        else:
+            request_id = sky.launch(
+                task,
+                cluster_name=plan.name,
+                idle_minutes_to_autostop=plan.autostop_minutes,
+                down=True,
+            )
+        result.request_id = str(request_id)
+        echo(
+            f"submitted {'managed job' if plan.managed else 'cluster launch'} {plan.name}: request {request_id}"
+        )
+        if detach:
+            echo(f"follow it with: sky api logs {request_id}")
+            return result
+        result.job_id = _job_id(sky.stream_and_get(request_id), plan.managed)
+    except Exception as error:
+        raise LaunchError(f"cloud launch failed: {_one_line(error, secrets)}") from None
+    where = "managed job" if plan.managed else f"job on cluster {plan.name}"
+    echo(f"{where} id: {result.job_id}")
+    target = f" {config_path}" if config_path is not None else ""
+    echo(f"follow it with: gym logs{target}   (jobs and recoveries: gym status{target})")
+    return result
+
+
+def _run_name(config: GymConfig) -> tuple[str, bool]:
+    if config.compute is None:
+        raise LaunchError("this gym.toml has no [compute] table, so it has no cloud run to look at")
+    return f"gym-{config.project.name}", config.compute.managed
+
+
+def _field(record: Any, key: str) -> Any:
+    if isinstance(record, Mapping):
+        return record.get(key)
+    return getattr(record, key, None)
+
+
+def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
+    """Print the run's jobs from SkyPilot's queue (managed jobs queue, or the cluster's job queue)."""
+    import sky
+
+    name, managed = _run_name(config)
+    try:
+        if managed:
+            records, *_ = sky.get(sky.jobs.queue_v2(refresh=False, name_match=name))
+            records = [r for r in records if _field(r, "job_name") == name]
+        else:
+            records = sky.get(sky.queue(name))
+    except Exception as error:
+        raise LaunchError(f"could not read the job queue of {name}: {_one_line(error, {})}") from None
+    if not records:
+        echo(f"no jobs found for {name}")
+    for record in records:
+        status = _field(record, "status")
+        status = getattr(status, "value", status)
+        line = f"{_field(record, 'job_id')}\t{name}\t{status}"
+        if managed:
+            line += f"\trecoveries: {_field(record, 'recovery_count') or 0}"
+        echo(line)
+    return records
+
+
+def cloud_logs(config: GymConfig, *, job_id: int | None = None, follow: bool = True) -> int | None:
+    """Tail the run's logs (the latest job unless ``job_id``); returns SkyPilot's exit code."""
+    import sky
+
+    name, managed = _run_name(config)
+    try:
+        if managed:
+            return sky.jobs.tail_logs(name=None if job_id else name, job_id=job_id, follow=follow)
+        return sky.tail_logs(name, job_id, follow)
+    except Exception as error:
+        raise LaunchError(f"could not read the logs of {name}: {_one_line(error, {})}") from None

@@ -1,0 +1,225 @@
+"""gym.toml → a SkyPilot task (as the dict a task YAML parses to), without importing SkyPilot.
+
+Kept free of ``import sky`` so every rule here is tested in milliseconds and every mistake is
+reported before SkyPilot (or a network call) is involved. Secrets are only ever *named* here; their
+values are read in :mod:`gym.launch.cloud` and handed to SkyPilot as ``secrets``, never as ``envs``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gym.launch.templates import template
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+CHECKPOINT_MOUNT = "/checkpoints"
+
+# Environment variables each experiment tracker needs on the remote machine: (required, optional).
+# Optional ones (project names, URIs) travel as secrets too: a tracking URI can embed credentials.
+TRACKER_ENV: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "wandb": (("WANDB_API_KEY",), ("WANDB_PROJECT", "WANDB_ENTITY", "WANDB_BASE_URL")),
+    "comet_ml": (("COMET_API_KEY",), ("COMET_PROJECT_NAME", "COMET_WORKSPACE")),
+    "swanlab": (("SWANLAB_API_KEY",), ("SWANLAB_PROJECT",)),
+    "mlflow": (
+        (),
+        (
+            "MLFLOW_TRACKING_URI",
+            "MLFLOW_TRACKING_TOKEN",
+            "MLFLOW_TRACKING_USERNAME",
+            "MLFLOW_TRACKING_PASSWORD",
+        ),
+    ),
+}
+
+
+class LaunchError(Exception):
+    """A problem with the run that is reported as one sentence, before anything is sent to a cloud."""
+
+
+@dataclass(frozen=True)
+class SecretSpec:
+    """An environment variable the remote run needs, and why (for the message when it is missing)."""
+
+    name: str
+    required: bool
+    reason: str
+
+
+@dataclass
+class CloudPlan:
+    """Everything `gym launch --cloud` sends: the task dict (no secret values) and how to launch it."""
+
+    name: str
+    managed: bool
+    task: dict[str, Any]
+    secrets: list[SecretSpec]
+    autostop_minutes: int
+    notes: list[str] = field(default_factory=list)
+
+
+def secret_specs(config: GymConfig) -> list[SecretSpec]:
+    """The secrets the run needs, named by the config (hub.token_env, space.api_key_env, trackers, GRPO)."""
+    specs: dict[str, SecretSpec] = {}
+
+    def add(name: str, required: bool, reason: str) -> None:
+        old = specs.get(name)
+        if old is None or (required and not old.required):
+            specs[name] = SecretSpec(name, required, reason)
+
+    hub = config.hub
+    if hub is not None:
+        add(hub.token_env, hub.push != "none", f"hub.token_env (pushing to {hub.repo_id})")
+    else:
+        add("HF_TOKEN", False, "downloading gated models from the Hub")
+    if config.space is not None:
+        add(config.space.api_key_env, False, "space.api_key_env")
+    for tracker in config.train.report_to:
+        required, optional = TRACKER_ENV.get(tracker, ((), ()))
+        for name in required:
+            add(name, True, f"train.report_to = {tracker!r}")
+        for name in optional:
+            add(name, False, f"train.report_to = {tracker!r}")
+    if config.train.grpo.api_key_env:
+        add(config.train.grpo.api_key_env, True, "train.grpo.api_key_env")
+    return list(specs.values())
+
+
+def resources(config: GymConfig) -> dict[str, Any]:
+    """``[compute]`` → SkyPilot ``resources``: several accelerators become ``any_of`` candidates."""
+    compute = config.compute
+    assert compute is not None
+    result: dict[str, Any] = {}
+    if compute.infra:
+        result["infra"] = compute.infra
+    result["use_spot"] = compute.use_spot
+    result["disk_size"] = compute.disk_size
+    if len(compute.accelerators) == 1:
+        result["accelerators"] = compute.accelerators[0]
+    else:
+        result["any_of"] = [{"accelerators": name} for name in compute.accelerators]
+    if not compute.managed:
+        result["autostop"] = {"idle_minutes": compute.autostop_minutes, "down": True}
+    return result
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+    except ValueError:
+        return False
+    return True
+
+
+def choose_workdir(config_path: Path | None, cwd: Path) -> Path:
+    """The folder synced to the cloud: the current one when it holds gym.toml, else gym.toml's folder."""
+    if config_path is None:
+        return cwd
+    resolved = config_path.resolve()
+    return cwd if _inside(resolved, cwd) else resolved.parent
+
+
+def _check_data_is_synced(config: GymConfig, workdir: Path) -> None:
+    for index, dataset in enumerate(config.datasets):
+        if dataset.path is None or Path(dataset.path).expanduser().is_absolute():
+            continue  # absolute paths name a place on the remote machine
+        if not _inside(config.resolve_path(dataset.path), workdir):
+            raise LaunchError(
+                f"datasets.{index}.path: {dataset.path} lies outside {workdir}, the folder synced to the "
+                "cloud; move the data under it, or launch from a folder that contains both"
+            )
+
+
+def remote_flags(config: GymConfig, flags: Sequence[str]) -> list[str]:
+    """The command-line flags the remote `gym launch` gets: the user's, then the checkpoint folder."""
+    result = list(flags)
+    compute = config.compute
+    if compute is not None and compute.checkpoint_bucket:
+        result += ["--output_dir", f"{CHECKPOINT_MOUNT}/{config.project.name}"]
+    return result
+
+
+def build_plan(
+    config: GymConfig,
+    config_path: Path | None,
+    flags: Sequence[str] = (),
+    *,
+    cwd: Path | None = None,
+    pip_spec: str | None = None,
+) -> CloudPlan:
+    """Fill the train template from the config; raises :class:`LaunchError` on what cannot be launched."""
+    compute = config.compute
+    if compute is None:
+        raise LaunchError(
+            "gym launch --cloud needs a [compute] table in gym.toml (accelerators, infra, ...); "
+            "add one, e.g. [compute] accelerators = ['A100:1']"
+        )
+    cwd = (cwd or Path.cwd()).resolve()
+    workdir = choose_workdir(config_path, cwd)
+    _check_data_is_synced(config, workdir)
+    name = f"gym-{config.project.name}"
+
+    task = template("train")
+    task["name"] = name
+    task["workdir"] = str(workdir)
+    task["num_nodes"] = compute.num_nodes
+    task["resources"] = resources(config)
+    envs = task["envs"]
+    envs["GYM_CONFIG"] = (
+        config_path.resolve().relative_to(workdir).as_posix() if config_path is not None else ""
+    )
+    envs["GYM_FLAGS"] = shlex.join(remote_flags(config, flags))
+    if pip_spec:
+        envs["GYM_PIP_SPEC"] = pip_spec
+    if compute.checkpoint_bucket:
+        task["file_mounts"] = {
+            CHECKPOINT_MOUNT: {"source": compute.checkpoint_bucket.rstrip("/"), "mode": "MOUNT"}
+        }
+
+    notes = []
+    if compute.managed and not compute.checkpoint_bucket:
+        notes.append(
+            "compute.checkpoint_bucket is not set: a preempted managed job restarts from scratch "
+            "(its checkpoints live on the lost machine)"
+        )
+    if compute.checkpoint_bucket and config.train.resume == "never":
+        notes.append("train.resume = 'never': a recovered job ignores the checkpoints in the bucket")
+    if compute.use_spot and not compute.managed:
+        notes.append("compute.use_spot without managed = true: a preempted cluster is not recovered")
+    return CloudPlan(
+        name=name,
+        managed=compute.managed,
+        task=task,
+        secrets=secret_specs(config),
+        autostop_minutes=compute.autostop_minutes,
+        notes=notes,
+    )
+
+
+def secret_values(
+    specs: Sequence[SecretSpec], env: Mapping[str, str] | None = None, *, require: bool = True
+) -> tuple[dict[str, str], list[SecretSpec]]:
+    """Read the secrets from the environment: (values of those set, required ones that are missing).
+
+    With ``require`` a missing required secret raises :class:`LaunchError` naming the variable (never a
+    value).
+    """
+    env = os.environ if env is None else env
+    values: dict[str, str] = {}
+    missing: list[SecretSpec] = []
+    for spec in specs:
+        value = env.get(spec.name, "")
+        if value:
+            values[spec.name] = value
+        elif spec.required:
+            missing.append(spec)
+    if missing and require:
+        names = ", ".join(f"${spec.name} ({spec.reason})" for spec in missing)
+        raise LaunchError(f"set {names} in your environment; the cloud run needs it as a secret")
+    return values, missing
