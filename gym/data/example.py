@@ -36,7 +36,8 @@ class Message:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [
-                {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in self.tool_calls
+                {"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
             ]
         if self.reasoning is not None:
             out["reasoning_content"] = self.reasoning

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym.data.example import Example
-from gym.data.templates import IGNORE_INDEX, assistant_spans, labels_for_spans, tokenize_with_mask
+from gym.data.templates import IGNORE_INDEX, assistant_spans, labels_for_spans
 
 OK, TRUNCATED = "ok", "truncated (oldest turns dropped)"
 TOO_LONG = "longer than max_length"
@@ -59,43 +59,98 @@ def _exchange_starts(messages: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if m["role"] == "user"]
 
 
-def _fit_conversation(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, settings: TokenizeSettings
-) -> tuple[list[int], list[int], str]:
-    """Tokens of the longest suffix of whole exchanges that fits ``max_length`` (system kept).
+class _Fit:
+    """The search for one over-long conversation's longest suffix of whole exchanges that fits.
 
-    Called only for rows already known to be too long whole. The last exchange alone is tried first
-    (most over-long rows stop there); otherwise a binary search finds the fewest oldest exchanges to
-    drop, so a long conversation costs O(log turns) renders rather than one per turn.
+    The last exchange alone is tried first (most over-long rows stop there); otherwise a binary search
+    finds the fewest oldest exchanges to drop, so a long conversation costs O(log turns) renders
+    rather than one per turn. :func:`_fit_conversations` runs the searches of many rows in lockstep,
+    so each round tokenizes its candidates in one batch call, and labels only the winner.
     """
-    head = [m for m in messages[:1] if m["role"] == "system"]
-    body = messages[len(head) :]
-    starts = _exchange_starts(body)
 
-    def attempt(drop: int) -> tuple[list[int], list[int]] | str:
-        try:
-            ids, labels = tokenize_with_mask(
-                tokenizer, head + body[starts[drop] :], settings.template, tools, settings.end_of_turn,
-                **settings.template_kwargs,
-            )  # fmt: skip
-        except Exception as error:  # a template that rejects the conversation (role order, content type...)
-            return f"{TEMPLATE_FAILED}: {str(error)[:120]}"
-        return (ids, labels) if len(ids) <= settings.max_length else TOO_LONG
+    def __init__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        self.head = [m for m in messages[:1] if m["role"] == "system"]
+        self.body = messages[len(self.head) :]
+        self.tools = tools
+        self.starts = _exchange_starts(self.body)
+        self.best: tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]] | None = None
+        self.status = TOO_LONG
+        self.low, self.high = 1, len(self.starts) - 1  # the answer lies in [low, high]
+        self.next: int | None = len(self.starts) - 1 if len(self.starts) >= 2 else None
 
-    if len(starts) < 2:
-        return [], [], TOO_LONG
-    best = attempt(len(starts) - 1)
-    if isinstance(best, str):
-        return [], [], best
-    low, high = 1, len(starts) - 1  # the answer (fewest exchanges dropped that fit) lies in [low, high]
-    while low < high:
-        middle = (low + high) // 2
-        result = attempt(middle)
-        if isinstance(result, str):
-            low = middle + 1
+    def candidate(self) -> list[dict[str, Any]]:
+        assert self.next is not None
+        return self.head + self.body[self.starts[self.next] :]
+
+    def record(self, result: tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]] | str) -> None:
+        """The outcome of trying ``self.next``: tokens, offsets and spans, or why it does not fit."""
+        if self.best is None:  # the first try: the last exchange alone
+            if isinstance(result, str):
+                self.status, self.next = result, None
+                return
+            self.best, self.status = result, TRUNCATED
+        elif isinstance(result, str):
+            self.low = (self.next or 0) + 1
         else:
-            best, high = result, middle
-    return best[0], best[1], TRUNCATED
+            self.best, self.high = result, self.next
+        self.next = (self.low + self.high) // 2 if self.low < self.high else None
+
+    def result(self) -> tuple[list[int], list[int], str]:
+        if self.best is None:
+            return [], [], self.status
+        ids, offsets, spans = self.best
+        return ids, labels_for_spans(ids, offsets, spans), self.status
+
+
+def _fit_conversations(
+    tokenizer: Any,
+    conversations: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]],
+    settings: TokenizeSettings,
+) -> list[tuple[list[int], list[int], str]]:
+    """Tokens of the longest suffix of whole exchanges that fits ``max_length`` (system kept), per row.
+
+    Called only for rows already known to be too long whole; see :class:`_Fit`.
+    """
+    fits = [_Fit(messages, tools) for messages, tools in conversations]
+    while todo := [fit for fit in fits if fit.next is not None]:
+        rendered = [_render_spans(tokenizer, fit.candidate(), fit.tools, settings) for fit in todo]
+        texts = [item[0] for item in rendered if not isinstance(item, str)]
+        encoding = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True) if texts else None
+        position = 0
+        for fit, item in zip(todo, rendered, strict=True):
+            if isinstance(item, str):
+                fit.record(item)
+                continue
+            assert encoding is not None
+            ids, offsets = encoding["input_ids"][position], encoding["offset_mapping"][position]
+            position += 1
+            fit.record((ids, offsets, item[1]) if len(ids) <= settings.max_length else TOO_LONG)
+    return [fit.result() for fit in fits]
+
+
+def _fit_conversation(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    settings: TokenizeSettings,
+) -> tuple[list[int], list[int], str]:
+    """:func:`_fit_conversations` for one row."""
+    return _fit_conversations(tokenizer, [(messages, tools)], settings)[0]
+
+
+def _render_spans(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    settings: TokenizeSettings,
+) -> tuple[str, list[tuple[int, int]]] | str:
+    """The rendered text and assistant spans, or the failure status when the template rejects it."""
+    try:
+        return assistant_spans(
+            tokenizer, messages, settings.template, tools, settings.end_of_turn, **settings.template_kwargs
+        )
+    except Exception as error:  # a template that rejects the conversation (role order, content type...)
+        return f"{TEMPLATE_FAILED}: {str(error)[:120]}"
 
 
 def _conversation(row: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -114,13 +169,18 @@ def _text_blocks(ids: list[int], tokenizer: Any, max_length: int) -> list[dict[s
 
 
 def _with_status(ids: list[int], labels: list[int], status: str, method: str) -> dict[str, Any]:
-    if status in (OK, TRUNCATED) and method in ("sft", "dpo", "rm", "kto"):
-        if all(label == IGNORE_INDEX for label in labels):
-            status = NO_LOSS
+    if (
+        status in (OK, TRUNCATED)
+        and method in ("sft", "dpo", "rm", "kto")
+        and all(label == IGNORE_INDEX for label in labels)
+    ):
+        status = NO_LOSS
     return {"input_ids": ids, "labels": labels, "status": status}
 
 
-def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], settings: TokenizeSettings) -> list[list[dict[str, Any]]]:
+def tokenize_rows(
+    tokenizer: Any, rows: list[dict[str, Any]], settings: TokenizeSettings
+) -> list[list[dict[str, Any]]]:
     """Tokenized results for each row (text may become several blocks; a skipped row has a bad status).
 
     All rows of a batch go through one fast-tokenizer call (Rust, multi-threaded); only rows longer
@@ -129,20 +189,14 @@ def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], settings: Tokenize
     if settings.method == "pt":
         encoded = tokenizer([row["text"] for row in rows], add_special_tokens=False)["input_ids"]
         return [_text_blocks(ids, tokenizer, settings.max_length) for ids in encoded]
-    rendered: list[tuple[str, list[tuple[int, int]]] | str] = []
-    for row in rows:
-        messages, tools = _conversation(row)
-        try:
-            rendered.append(
-                assistant_spans(tokenizer, messages, settings.template, tools, settings.end_of_turn, **settings.template_kwargs)
-            )
-        except Exception as error:  # a template that rejects the conversation (role order, content type...)
-            rendered.append(f"{TEMPLATE_FAILED}: {str(error)[:120]}")
+    conversations = [_conversation(row) for row in rows]
+    rendered = [_render_spans(tokenizer, messages, tools, settings) for messages, tools in conversations]
     texts = [item[0] for item in rendered if not isinstance(item, str)]
     encoding = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True) if texts else None
     results: list[list[dict[str, Any]]] = []
+    over_long: list[int] = []  # rows to fit by dropping their oldest exchanges, all together at the end
     position = 0
-    for row, item in zip(rows, rendered, strict=True):
+    for number, (row, item) in enumerate(zip(rows, rendered, strict=True)):
         if isinstance(item, str):
             results.append([{"input_ids": [], "labels": [], "status": item}])
             continue
@@ -150,16 +204,21 @@ def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], settings: Tokenize
         ids, offsets = encoding["input_ids"][position], encoding["offset_mapping"][position]
         position += 1
         if len(ids) <= settings.max_length:
-            labels, status = labels_for_spans(ids, offsets, item[1]), OK
+            results.append([_with_status(ids, labels_for_spans(ids, offsets, item[1]), OK, settings.method)])
         elif len(_exchange_starts(json.loads(row["messages"]))) < 2:
-            ids, labels, status = [], [], TOO_LONG  # nothing older to drop
+            results.append([_with_status([], [], TOO_LONG, settings.method)])  # nothing older to drop
         else:
-            ids, labels, status = _fit_conversation(tokenizer, *_conversation(row), settings)
-        results.append([_with_status(ids, labels, status, settings.method)])
+            results.append([])
+            over_long.append(number)
+    fitted = _fit_conversations(tokenizer, [conversations[number] for number in over_long], settings)
+    for number, (ids, labels, status) in zip(over_long, fitted, strict=True):
+        results[number].append(_with_status(ids, labels, status, settings.method))
     return results
 
 
-def tokenize_batch(batch: dict[str, list[Any]], *, tokenizer: Any, settings: TokenizeSettings) -> dict[str, list[Any]]:
+def tokenize_batch(
+    batch: dict[str, list[Any]], *, tokenizer: Any, settings: TokenizeSettings
+) -> dict[str, list[Any]]:
     """``datasets.map(batched=True)`` body: input columns in, tokenized rows (same columns kept) out."""
     names = list(batch)
     rows = [{name: batch[name][position] for name in names} for position in range(len(batch[names[0]]))]

@@ -273,7 +273,9 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_missing_columns_every_row_bad(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "cols.jsonl", [{"question": "q", "answer": "a"}] * 4)
-    with pytest.raises(DataError, match=r"none of the 4 rows is usable \(4 missing field\).*cols\.jsonl row 0"):
+    with pytest.raises(
+        DataError, match=r"none of the 4 rows is usable \(4 missing field\).*cols\.jsonl row 0"
+    ):
         load(tmp_path, path="cols.jsonl", format="alpaca")
 
 

@@ -311,3 +311,74 @@ def test_auto_without_a_template_and_unknown_names_fail_clearly(tokenizer, tmp_p
     with pytest.raises(FileNotFoundError, match="missing.jinja"):
         apply_template(tokenizer, "missing.jinja", base_dir=tmp_path)
     assert tokenizer.chat_template == own
+
+
+def spans_outcome(spans_fn, name: str, messages, tools, **kwargs) -> tuple | type:
+    """(text, spans) as the labelled strings, or the exception type when the template refuses."""
+    try:
+        text, spans = spans_fn(None, messages, TEMPLATES[name].jinja, tools, **kwargs)
+    except Exception as error:  # compare refusals too
+        return type(error)
+    return text, [text[start:end] for start, end in spans]
+
+
+EQUIVALENCE_EXTRA: dict[str, tuple[list[dict], list[dict] | None]] = {
+    "agent": (QWEN3_AGENT, TOOLS),
+    "agent-no-tools-declared": (QWEN3_AGENT, None),
+    "three-exchanges": (
+        [SYS, *[m for k in range(3) for m in (msg("user", f"Q{k}"), msg("assistant", f"A{k}"))]],
+        None,
+    ),
+    "reasoning-then-tools": (
+        [
+            msg("user", "2+3?"),
+            msg("assistant", "", reasoning_content="\nTool.\n", tool_calls=[call("add", {"a": 2, "b": 3})]),
+            msg("tool", "5"),
+            msg("assistant", "\n5.", reasoning_content="Read."),
+        ],
+        TOOLS,
+    ),
+    "content-and-two-calls": (
+        [
+            msg("user", "sums"),
+            msg(
+                "assistant",
+                "On it.",
+                tool_calls=[call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2})],
+            ),
+            msg("tool", "2"),
+            msg("tool", "4"),
+            msg("assistant", "2 and 4."),
+        ],
+        TOOLS,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", NAMED_TEMPLATES)
+def test_generation_markers_label_what_prefix_rendering_labels(name: str) -> None:
+    """One render with ``{% generation %}`` gives the spans the prefix-diff search finds, everywhere.
+
+    The named templates carry markers so that a row costs one render; the prefix-diff path stays the
+    definition of the masks (it is the one used for templates without trusted markers, and where a
+    template leaves a turn unmarked: qwen3's non-empty thinking with enable_thinking false).
+    """
+    from gym.data.templates import assistant_spans
+    from gym.data.templates.masks import _marked, _marker_spans, _prefix_spans, probe_end_of_turn
+
+    jinja = TEMPLATES[name].jinja
+    assert _marked(jinja)
+    marked, mismatches = 0, []
+    for case, (messages, tools) in {**BATTERY, **EQUIVALENCE_EXTRA}.items():
+        for variant in VARIANTS:
+            kwargs = {**SPECIAL[name], **variant}
+            for end_of_turn in (None, probe_end_of_turn(None, jinja, **kwargs)):
+                kw = {"end_of_turn": end_of_turn, **kwargs}
+                expected = spans_outcome(_prefix_spans, name, messages, tools, **kw)
+                got = spans_outcome(assistant_spans, name, messages, tools, **kw)
+                if got != expected:
+                    mismatches.append(f"{case} {variant} eot={end_of_turn!r}:\n{expected!r}\n{got!r}")
+                if isinstance(expected, tuple) and expected[1]:
+                    marked += _marker_spans(None, messages, jinja, tools, **kw) is not None
+    assert not mismatches, "\n".join(mismatches)
+    assert marked >= 20  # the markers, not the fallback, labelled most of the battery

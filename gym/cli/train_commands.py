@@ -1,0 +1,61 @@
+"""`gym train`: train the model a gym.toml describes (flags override its keys, LLaMA-Factory names too)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import typer
+from rich.markup import escape
+
+from gym.cli.config_commands import CONFIG_AND_FLAGS
+from gym.cli.output import console, errors, report_config_error
+
+
+def train(
+    args: list[str] | None = CONFIG_AND_FLAGS,
+    nproc: int = typer.Option(
+        1, "--nproc", min=1, help="Data-parallel processes on this machine (accelerate)."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar (logs only)."),
+) -> None:
+    """Train: SFT, continued pretraining, DPO, KTO, reward models, PPO or GRPO, with LoRA/QLoRA/DoRA/full/freeze."""
+    from gym.config import ConfigError, config_from_args
+    from gym.config.cli_args import split_config_and_flags
+
+    path, flags = split_config_and_flags(args or [])
+    try:
+        config = config_from_args(path, flags)
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+    if nproc > 1 and "LOCAL_RANK" not in os.environ:
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(nproc),
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "-m", "gym", "train", *(args or [])]  # fmt: skip
+        if no_progress:
+            command.append("--no-progress")
+        raise typer.Exit(subprocess.call(command))
+
+    from gym.data.report import DataError
+    from gym.model.loading import ModelError
+    from gym.train.checkpoints import ResumeError
+    from gym.train.runner import run_training
+
+    try:
+        result = run_training(config, show_progress=not no_progress)
+    except (DataError, ModelError, ResumeError, ValueError) as error:
+        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    if int(os.environ.get("RANK", "0")) == 0:
+        console.print(
+            f"[green]✓[/green] trained {result.steps} steps in {result.wall_seconds:.1f}s "
+            f"({result.tokens_per_second:,.0f} tok/s), final loss {result.final_loss}; "
+            f"{result.trainable_parameters:,} of {result.total_parameters:,} parameters trained → {result.output_dir}",
+            highlight=False,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(train)

@@ -1,0 +1,61 @@
+"""`GymConfig` -> the keyword arguments every TRL config (a transformers TrainingArguments) shares.
+
+One function, so SFT, DPO, KTO, RM and GRPO train with the same schedule, checkpointing, precision
+and logging, and a key added to gym.toml reaches every method at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+TRACKERS_OFF = ["none"]
+
+
+def bf16_supported() -> bool:
+    """bf16 only where the hardware really runs it: a CUDA GPU that supports it (never on CPU here)."""
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+def common_arguments(config: GymConfig, checkpoint_dir: Path) -> dict[str, Any]:
+    """TrainingArguments fields shared by all methods."""
+    import torch
+
+    from gym.model.adapters import gradient_checkpointing
+
+    train = config.train
+    use_bf16 = bf16_supported() and config.model.dtype in ("auto", "bfloat16")
+    return {
+        "output_dir": str(checkpoint_dir),
+        "per_device_train_batch_size": train.batch_size,
+        "per_device_eval_batch_size": train.batch_size,
+        "gradient_accumulation_steps": train.gradient_accumulation_steps,
+        "learning_rate": train.learning_rate,
+        "lr_scheduler_type": train.lr_scheduler,
+        "warmup_steps": train.warmup_ratio,  # a float < 1 is a fraction of the steps in transformers 5
+        "weight_decay": train.weight_decay,
+        "num_train_epochs": train.epochs,
+        "max_steps": train.max_steps,
+        "logging_steps": train.logging_steps,
+        "save_strategy": "steps",
+        "save_steps": train.save_steps,
+        "save_total_limit": train.save_total_limit,
+        "seed": train.seed,
+        "data_seed": train.seed,
+        "report_to": list(train.report_to) or TRACKERS_OFF,
+        "bf16": use_bf16,
+        "fp16": bool(torch.cuda.is_available() and not use_bf16 and config.model.dtype == "float16"),
+        "gradient_checkpointing": gradient_checkpointing(config),
+        "disable_tqdm": True,  # Gym's own progress bar shows loss and tokens/s
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "use_cpu": not torch.cuda.is_available(),
+        "save_only_model": False,
+        "eval_strategy": "no",
+        "logging_first_step": True,
+    }

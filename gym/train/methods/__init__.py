@@ -1,0 +1,3 @@
+"""Built-in training methods; importing this package registers each one in ``gym.train.registry``."""
+
+from gym.train.methods import dpo, grpo, kto, reward_model, sft  # noqa: F401

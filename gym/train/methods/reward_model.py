@@ -1,0 +1,91 @@
+"""Reward-model training (``method = 'rm'``) on TRL's RewardTrainer.
+
+A reward model is the base with a one-output score head (``AutoModelForSequenceClassification``,
+``num_labels = 1``) trained so the chosen conversation scores above the rejected one. The runner loads
+every base as a causal LM, so this builder loads the base again as a sequence classifier, with the
+same dtype, quantization and adapter (:func:`load_reward_model`); the causal LM it was handed is unused.
+Rows become TRL's implicit-prompt conversational format, ``{"chosen": prompt + [chosen answer],
+"rejected": prompt + [rejected answer]}``, which TRL tokenizes with the tokenizer's chat template.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gym.train.arguments import common_arguments
+from gym.train.methods.dpo import preference_rows
+from gym.train.registry import TrainContext, register_trainer
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+
+def load_reward_model(config: GymConfig, pad_token_id: int | None) -> Any:
+    """The base as a one-score sequence classifier, prepared for ``train.adapter`` like any Gym model.
+
+    The pad token id goes on the config up front: the classifier scores the last non-pad token of
+    each sequence and must know which id is padding.
+    """
+    from transformers import AutoModelForSequenceClassification
+
+    from gym.model.adapters import apply_adapter
+    from gym.model.loading import (
+        effective_quantization,
+        from_pretrained,
+        quantization_config,
+        quantized_device_map,
+        require_packages,
+        resolve_dtype,
+    )
+
+    dtype = resolve_dtype(config.model.dtype)
+    quantization = effective_quantization(config)
+    require_packages(quantization, config)
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": 1}
+    if pad_token_id is not None:
+        kwargs["pad_token_id"] = pad_token_id
+    bnb = quantization_config(quantization, dtype)
+    if bnb is not None:
+        kwargs["quantization_config"] = bnb
+    if quantization != "none":
+        kwargs["device_map"] = quantized_device_map()
+    model = from_pretrained(AutoModelForSequenceClassification, config, **kwargs)
+    model.config.use_cache = False
+    model.train()
+    return apply_adapter(model, config)
+
+
+def _trainer_class() -> type:
+    from trl import RewardTrainer
+
+    class GymRewardTrainer(RewardTrainer):
+        """RewardTrainer that reports the tokens it trained on to Gym's progress bar."""
+
+        @property
+        def gym_tokens(self) -> int:
+            return int(getattr(self, "_total_train_tokens", 0))
+
+    return GymRewardTrainer
+
+
+def build_reward_model(ctx: TrainContext) -> Any:
+    from trl import RewardConfig
+
+    config = ctx.config
+    # Converted (and checked) before the second model load, so bad rows fail fast.
+    train = preference_rows(ctx.data.train, "rm", explicit_prompt=False)
+    evaluation = (
+        preference_rows(ctx.data.eval, "rm", explicit_prompt=False) if ctx.data.eval is not None else None
+    )
+    args = RewardConfig(**common_arguments(config, ctx.checkpoint_dir), max_length=config.train.max_length)
+    return _trainer_class()(
+        model=load_reward_model(config, ctx.tokenizer.pad_token_id),
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        processing_class=ctx.tokenizer,
+        callbacks=ctx.callbacks,
+    )
+
+
+register_trainer("rm", build_reward_model)

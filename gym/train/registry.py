@@ -1,0 +1,45 @@
+"""``train.method`` -> the function that builds its Trainer. A plain dict filled by ``register_trainer``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+    from gym.data.prepare import PreparedData
+
+
+@dataclass
+class TrainContext:
+    """Everything a trainer builder needs, already loaded."""
+
+    config: GymConfig
+    model: Any
+    tokenizer: Any
+    data: PreparedData
+    checkpoint_dir: Path
+    callbacks: list[Any] = field(default_factory=list)
+
+
+TrainerBuilder = Callable[[TrainContext], Any]
+TRAINERS: dict[str, TrainerBuilder] = {}
+
+
+def register_trainer(method: str, builder: TrainerBuilder) -> TrainerBuilder:
+    """Register ``builder`` for ``train.method = method`` (one per method)."""
+    if method in TRAINERS:
+        raise ValueError(f"a trainer for method {method!r} is already registered")
+    TRAINERS[method] = builder
+    return builder
+
+
+def trainer_for(method: str) -> TrainerBuilder:
+    """The builder of ``method``; importing the method modules registers them on first use."""
+    import gym.train.methods  # noqa: F401  (registers the built-in methods)
+
+    if method not in TRAINERS:
+        raise ValueError(f"no trainer is available for train.method = {method!r} in this version of Gym")
+    return TRAINERS[method]

@@ -1,0 +1,132 @@
+"""`run_training`: one gym.toml in, a trained model and its records in ``output_dir`` out.
+
+``output_dir`` then holds the adapter or full weights (safetensors), the tokenizer carrying the chat
+template used, the resolved ``gym.toml``, ``train_results.json`` (loss curve, tokens/s, wall time,
+trainable parameters) and ``checkpoints/``. Rerunning the same command resumes from the newest
+complete checkpoint (``train.resume = "auto"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+RESULTS = "train_results.json"
+
+
+@dataclass
+class TrainResult:
+    """Summary of a finished training run (also written to train_results.json)."""
+
+    output_dir: str
+    method: str
+    adapter: str
+    steps: int
+    wall_seconds: float
+    tokens: int
+    tokens_per_second: float
+    trainable_parameters: int
+    total_parameters: int
+    final_loss: float | None
+    loss_curve: list[tuple[int, float]]
+    resumed_from: str | None
+    hardware: str
+    train_rows: int
+
+
+def hardware() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.device_count()}x {torch.cuda.get_device_name(0)}"
+    return f"CPU ({os.cpu_count()} cores, {platform.machine()})"
+
+
+def write_resolved_config(config: GymConfig, folder: Path) -> None:
+    """The config as trained (defaults filled in, flags applied), as TOML next to the weights."""
+    import tomlkit
+
+    data = config.model_dump(mode="json", exclude_none=True)
+    header = "# The configuration this model was trained with, every default filled in (written by Gym).\n"
+    (folder / "gym.toml").write_text(header + tomlkit.dumps(data), encoding="utf-8")
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def quiet_libraries() -> None:
+    """Keep the console for Gym's progress: no per-log dicts, no optional-kernel notices.
+
+    bitsandbytes warns on CPUs with AVX512-BF16 that the optional ``kernels`` package (which would
+    download a kernel from the Hub) is absent; its fallback is fine, so the notice is only noise.
+    """
+    import logging
+
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
+    """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything."""
+    quiet_libraries()
+    from gym.data.prepare import prepare_data
+    from gym.model.adapters import apply_adapter, trainable_parameters
+    from gym.model.loading import load_model, load_tokenizer
+    from gym.train.checkpoints import CompleteCheckpoints, resume_point
+    from gym.train.progress import ProgressCallback, TrainLog
+    from gym.train.registry import TrainContext, trainer_for
+
+    output = config.output_path
+    checkpoint_dir = output / "checkpoints"
+    builder = trainer_for(config.train.method)
+    tokenizer = load_tokenizer(config)
+    data = prepare_data(config, tokenizer)
+    model = apply_adapter(load_model(config, for_training=True), config)
+    trainable, total = trainable_parameters(model)
+
+    log = TrainLog()
+    progress = ProgressCallback(log, show=show_progress and is_main_process())
+    context = TrainContext(config, model, tokenizer, data, checkpoint_dir, [CompleteCheckpoints(), progress])
+    trainer = builder(context)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(
+        PrinterCallback
+    )  # the progress bar shows loss; the curve goes to train_results.json
+    progress.token_source = lambda: getattr(trainer, "gym_tokens", 0)
+    resume = resume_point(checkpoint_dir, config.train.resume)
+    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+
+    result = TrainResult(
+        output_dir=str(output),
+        method=config.train.method,
+        adapter=config.train.adapter,
+        steps=trainer.state.global_step,
+        wall_seconds=round(log.wall_seconds, 3),
+        tokens=log.tokens,
+        tokens_per_second=round(log.tokens_per_second, 1),
+        trainable_parameters=trainable,
+        total_parameters=total,
+        final_loss=log.losses[-1][1] if log.losses else None,
+        loss_curve=log.losses,
+        resumed_from=str(resume) if resume is not None else None,
+        hardware=hardware(),
+        train_rows=len(data.train),
+    )
+    if trainer.accelerator.is_main_process:
+        trainer.save_model(str(output))
+        tokenizer.save_pretrained(str(output))
+        write_resolved_config(config, output)
+        (output / RESULTS).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
+    trainer.accelerator.wait_for_everyone()
+    return result
