@@ -13,7 +13,6 @@ import os
 import re
 import socket
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from gym.model.builtin import BUILTIN_PREFIX, resolve_model_path
 
@@ -79,19 +78,6 @@ def hub_offline() -> bool:
     return bool(constants.is_offline_mode())
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A TCP connection to the Hub endpoint (``HF_ENDPOINT``) succeeds within ``timeout`` seconds."""
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def _chain(error: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     current: BaseException | None = error
@@ -105,8 +91,8 @@ def _connection_failure(error: BaseException) -> bool:
     """Whether a load failed for want of network rather than because the model does not exist.
 
     The exception types are not enough on their own: huggingface_hub's retry turns a DNS failure into
-    ``RuntimeError('Cannot send a request, as the client has been closed.')``, so a failure that is not
-    clearly "repository not found" is settled by trying to reach the Hub.
+    ``RuntimeError('Cannot send a request, as the client has been closed.')``, so that message counts as
+    a network failure too. (Gym never probes the network itself to decide.)
     """
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
 
@@ -120,7 +106,7 @@ def _connection_failure(error: BaseException) -> bool:
         return True
     if any(type(e).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")) for e in chain):
         return True
-    return not hub_reachable()
+    return any("client has been closed" in str(e) or "Name or service not known" in str(e) for e in chain)
 
 
 def _first_line(error: BaseException) -> str:
