@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
+import os
 
-import pytest
+# Two xdist workers on two cores: each torch process must use one intra-op thread. With the default
+# (one per core) OpenMP threads of the two workers fight for the cores and tiny ops run ~30x slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import textwrap  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures"

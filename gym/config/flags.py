@@ -72,6 +72,11 @@ BOOLEAN_FLAGS = {"grpo_training_free", "packing", "trust_remote_code", "use_dora
 def parse_value(text: str, annotation: Any) -> Any:
     """A flag's text as the type its key expects."""
     if accepts_only_strings(annotation):
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":  # a quoted TOML string
+            try:
+                return tomlkit.parse(f"v = {text}").unwrap()["v"]
+            except Exception:  # not valid TOML after all: keep it as typed
+                return text
         return text
     if is_list_of_strings(annotation) and not text.startswith("["):
         return [part.strip() for part in text.split(",") if part.strip()]

@@ -188,3 +188,8 @@ def test_values_parse_as_toml_unless_the_key_is_text() -> None:
     assert parse_value("[1, 2]", list[int]) == [1, 2]
     assert parse_value("qwen3", str) == "qwen3"
     assert parse_value("123", str) == "123"
+
+
+def test_quoted_strings_lose_their_quotes() -> None:
+    assert parse_value('"never"', str) == "never"
+    assert parse_value("'a b'", str) == "a b"
