@@ -174,6 +174,12 @@ class TrainConfig(Section):
     gradient_checkpointing: Literal["auto"] | bool = Field(
         default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."
     )
+    cpu_threads: Literal["auto"] | int = Field(
+        default="auto",
+        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else 1 for models under "
+        "20M parameters (tiny ops gain nothing from more threads and lose badly when cores are shared), "
+        "else one per core.",
+    )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
     save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
@@ -192,6 +198,13 @@ class TrainConfig(Section):
     kto: KtoConfig = Field(default_factory=KtoConfig, description="Settings of method = 'kto'.")
     ppo: PpoConfig = Field(default_factory=PpoConfig, description="Settings of method = 'ppo'.")
     grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="Settings of method = 'grpo'.")
+
+    @field_validator("cpu_threads", mode="before")
+    @classmethod
+    def _check_threads(cls, value: object) -> object:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise fail(f"expected 'auto' or a whole number >= 1, got {describe(value)}")
 
     @field_validator("gradient_checkpointing", mode="before")
     @classmethod

@@ -76,6 +76,27 @@ def quiet_libraries() -> None:
     hf_logging.disable_progress_bar()
 
 
+SMALL_MODEL_PARAMETERS = 20_000_000
+
+
+def set_cpu_threads(config: GymConfig, parameters: int) -> None:
+    """Torch intra-op threads for CPU training (``train.cpu_threads``); GPUs are left alone.
+
+    Measured here on builtin:tiny: one thread trains 8x faster than two when another process shares
+    the cores (OpenMP threads wait on each other), and no slower when they are free.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    wanted = config.train.cpu_threads
+    if wanted == "auto":
+        if os.environ.get("OMP_NUM_THREADS"):
+            return
+        wanted = 1 if parameters < SMALL_MODEL_PARAMETERS else (os.cpu_count() or 1)
+    torch.set_num_threads(int(wanted))
+
+
 def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
     """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything."""
     quiet_libraries()
@@ -93,6 +114,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     data = prepare_data(config, tokenizer)
     model = apply_adapter(load_model(config, for_training=True), config)
     trainable, total = trainable_parameters(model)
+    set_cpu_threads(config, total)
 
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())

@@ -1,0 +1,64 @@
+"""The Space's app: the OpenAI routes of :mod:`gym.api.app` plus a Gradio chat mounted at ``/``.
+
+The chat calls the same backend in-process (no HTTP hop, no second implementation), so whatever the
+API streams is what the page shows. ``space_template/app.py`` only calls :func:`create_space_app`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gym.api.backend import SamplingParams
+
+
+def chat_function(backend: Any, max_tokens: int = 256):
+    """A Gradio ChatInterface callback streaming the model's reply through ``backend``."""
+
+    async def respond(message: str, history: list[dict[str, Any]]):
+        messages = [{"role": turn["role"], "content": _text(turn["content"])} for turn in history]
+        messages.append({"role": "user", "content": message})
+        prompt = backend.encode_chat(messages)
+        room = max(1, min(max_tokens, backend.context_length - len(prompt)))
+        reply = ""
+        async for chunk in backend.generate(
+            prompt, SamplingParams(max_tokens=room, temperature=0.7, top_p=0.95)
+        ):
+            reply += chunk.text
+            yield reply
+
+    return respond
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def mount_chat(app: Any, backend: Any, title: str) -> Any:
+    import gradio as gr
+
+    demo = gr.ChatInterface(chat_function(backend), title=title, api_name="chat")
+    return gr.mount_gradio_app(app, demo, path="/")
+
+
+def create_space_app(settings_file: str | Path) -> Any:
+    """Build the Space's FastAPI app from the ``gym_space.json`` written when the Space was rendered.
+
+    ``GYM_MODEL`` overrides the model (tests point it at a local folder); the API key is read from the
+    environment variable the settings name (a Space secret), never from the file.
+    """
+    from gym.cli.serve_commands import build_serving_app
+
+    settings = json.loads(Path(settings_file).read_text(encoding="utf-8"))
+    model = os.environ.get("GYM_MODEL") or settings["model"]
+    api_key = os.environ.get(settings.get("api_key_env", "GYM_API_KEY")) or None
+    app = build_serving_app(
+        model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name")
+    )
+    return mount_chat(app, app.state.backend, settings.get("title", model))

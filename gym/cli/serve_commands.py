@@ -1,0 +1,138 @@
+"""`gym serve`, `gym deploy` and `gym export`: the commands that put a trained model in front of users.
+
+Everything heavy (torch, transformers, fastapi, huggingface_hub) is imported inside the commands.
+Tokens come from the environment (``hub.token_env``) or ``--hf_token`` and are never printed: every
+error raised while talking to the Hub is scrubbed of the token before it is shown.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from gym.cli.output import console, errors
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    errors.print(message, markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def serve(
+    model: str = typer.Argument(
+        ..., metavar="MODEL_PATH_OR_GYM_TOML", help="Model folder, builtin:NAME, gym.toml or Hub id."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind (0.0.0.0 exposes it to the network)."
+    ),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | sglang"),
+    api_key_env: str = typer.Option(
+        "GYM_API_KEY",
+        "--api-key-env",
+        help="Environment variable whose value, when set, clients must send as their API key.",
+    ),
+    served_model_name: str | None = typer.Option(
+        None, "--served-model-name", help="The model id clients send."
+    ),
+    max_batch_size: int = typer.Option(32, "--max-batch-size", help="Most sequences decoded together."),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu, cuda, ... (default: cuda when available)."
+    ),
+) -> None:
+    """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
+    from gym.api.backend import BACKEND_NAMES, BackendUnavailable
+
+    if backend not in BACKEND_NAMES:
+        raise _fail(f"--backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}", 2)
+    try:
+        app = build_serving_app(model, backend, os.environ.get(api_key_env) or None, served_model_name,
+                                max_batch_size=max_batch_size, device=device)  # fmt: skip
+    except BackendUnavailable as error:
+        raise _fail(f"error: {error}") from None
+    except (ValueError, FileNotFoundError, OSError) as error:
+        raise _fail(f"error: cannot load {model}: {error}") from None
+    import uvicorn
+
+    key_note = f"API key required (from ${api_key_env})" if os.environ.get(api_key_env) else "no API key"
+    console.print(
+        f"serving [bold]{app.state.backend.model_id}[/bold] on http://{host}:{port}/v1 ({backend}, {key_note})"
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def build_serving_app(model: str, backend: str = "transformers", api_key: str | None = None,
+                      served_model_name: str | None = None, **options):  # fmt: skip
+    """Resolve, load and wrap ``model`` in the OpenAI app: shared by `gym serve` and the Space."""
+    from gym.api.app import create_app
+    from gym.api.backend import create_backend
+    from gym.api.loading import resolve_source
+
+    source = resolve_source(model, served_model_name)
+    engine = create_backend(backend, source, **{k: v for k, v in options.items() if v is not None})
+    return create_app(engine, api_key=api_key)
+
+
+def export(
+    path: Path = typer.Argument(..., help="A LoRA output folder (adapter_config.json)."),
+    merge: bool = typer.Option(False, "--merge", help="Merge the adapter into its base model."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Where to save (default: PATH-merged)."),
+) -> None:
+    """Export a trained model; with --merge, base + LoRA adapter merged into plain weights."""
+    if not merge:
+        raise _fail("nothing to do: pass --merge to merge the LoRA adapter into its base model", 2)
+    from gym.api.loading import merge_adapter
+
+    target = output or path.with_name(path.name + "-merged")
+    try:
+        merge_adapter(path, target)
+    except (ValueError, OSError) as error:
+        raise _fail(f"error: {error}") from None
+    console.print(f"[green]✓[/green] merged {path} into {target}")
+
+
+def deploy(
+    config: Path | None = typer.Argument(
+        None, help="gym.toml with [hub] and [space] (default ./gym.toml if present)."
+    ),
+    model_path: Path | None = typer.Option(
+        None, "--model_path", "--model-path", help="Model folder to push (default: the run's output_dir)."
+    ),
+    hf_token: str | None = typer.Option(
+        None, "--hf_token", "--hf-token", help="Hub token (default: $hub.token_env).", show_default=False
+    ),
+    push_to_hub: bool = typer.Option(
+        False, "--push_to_hub", "--push-to-hub", help="Push without a gym.toml [hub] table."
+    ),
+    repo_id: str | None = typer.Option(
+        None, "--repo-id", help="Model repository (default: hub.repo_id, else USER/FOLDER)."
+    ),
+    space_id: str | None = typer.Option(
+        None, "--space-id", help="Space repository (default: space.repo_id, else REPO-chat)."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Render the Space folder and print the plan; touch no network."
+    ),
+    space_dir: Path | None = typer.Option(
+        None, "--space-dir", help="Where to render the Space (default: a temporary folder)."
+    ),
+) -> None:
+    """Push the model and its card to the Hub and create or update its Space (Gradio chat + OpenAI API)."""
+    from gym.hub.push import DeployError, plan_deploy, run_deploy
+
+    try:
+        plan = plan_deploy(config, model_path=model_path, repo_id=repo_id, space_id=space_id,
+                           push_to_hub=push_to_hub, token_flag=hf_token, dry_run=dry_run)  # fmt: skip
+        run_deploy(
+            plan, space_dir=space_dir, echo=lambda line: console.print(line, markup=False, highlight=False)
+        )
+    except DeployError as error:
+        raise _fail(f"error: {error}") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(deploy)
+    app.command()(export)

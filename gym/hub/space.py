@@ -1,0 +1,82 @@
+"""Render the Space folder from ``space_template/``: README header, app.py, requirements, gym itself.
+
+The `gym` package is copied into the Space so it runs exactly the serving code of `gym serve`
+(:mod:`gym.api`), pinned to the version that generated it, rather than a second implementation.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import string
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "space_template"
+TAGS = ("gym", "openai-api", "text-generation", "chat")
+
+
+@dataclass(frozen=True)
+class SpaceSettings:
+    model_repo: str
+    space_repo: str
+    hardware: str = "cpu-basic"
+    backend: str = "transformers"
+    api_key_env: str = "GYM_API_KEY"
+
+    @property
+    def host(self) -> str:
+        return self.space_repo.lower().replace("/", "-").replace(".", "-").replace("_", "-") + ".hf.space"
+
+
+def _versions() -> tuple[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        gradio = version("gradio")
+    except PackageNotFoundError:
+        gradio = "5.49.1"
+    try:
+        transformers = version("transformers").split(".dev")[0]
+    except PackageNotFoundError:
+        transformers = "4.56"
+    return gradio, transformers
+
+
+def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Path = TEMPLATE_DIR) -> Path:
+    """Write the Space into ``out_dir`` (replacing its gym/ copy) and return it."""
+    if not (template_dir / "app.py").is_file():
+        raise FileNotFoundError(f"Space template not found at {template_dir}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    gradio, transformers = _versions()
+    values = {
+        "title": settings.space_repo.split("/")[-1],
+        "sdk_version": gradio,
+        "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "model_repo": settings.model_repo,
+        "hardware": settings.hardware,
+        "tags": "\n".join(f"  - {tag}" for tag in TAGS),
+        "space_host": settings.host,
+        "api_key_env": settings.api_key_env,
+        "served_model_name": settings.model_repo,
+        "transformers_min": transformers,
+        "extra": "vllm" if settings.backend == "vllm" else "",
+    }
+    for name in ("README.md", "requirements.txt"):
+        text = string.Template((template_dir / name).read_text(encoding="utf-8")).substitute(values)
+        (out / name).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    shutil.copy2(template_dir / "app.py", out / "app.py")
+    config = {
+        "model": settings.model_repo,
+        "served_model_name": settings.model_repo,
+        "backend": settings.backend,
+        "api_key_env": settings.api_key_env,  # the *name* of the secret; its value never leaves the env
+        "title": values["title"],
+    }
+    (out / "gym_space.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    package = Path(__file__).resolve().parents[1]
+    shutil.rmtree(out / "gym", ignore_errors=True)
+    shutil.copytree(package, out / "gym", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return out

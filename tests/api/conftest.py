@@ -1,0 +1,93 @@
+"""Fixtures for the serving tests: builtin:tiny built once per module into a temporary cache, and
+real `gym serve` processes on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE_MAIN = Path(__file__).with_name("serve_main.py")
+API_KEY = "sk-test-not-a-real-key-123"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}"
+            )
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not become healthy")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(cache_root: Path) -> Path:
+    from gym.model.builtin import ensure_builtin
+
+    return ensure_builtin("builtin:tiny", root=cache_root / "gym" / "builtin")
+
+
+def server_env(cache_root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GYM_API_KEY", "HF_TOKEN")}
+    env.update(XDG_CACHE_HOME=str(cache_root), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
+def start_server(args: list[str], env: dict[str, str]) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVE_MAIN), "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+    except Exception:
+        stop(process)
+        raise
+    return url, process
+
+
+@pytest.fixture(scope="module")
+def server(tiny_dir: Path, cache_root: Path) -> Iterator[str]:
+    """`gym serve builtin:tiny` with an API key set; yields its base URL."""
+    url, process = start_server(["builtin:tiny"], server_env(cache_root, GYM_API_KEY=API_KEY))
+    yield url
+    stop(process)

@@ -1,0 +1,115 @@
+"""The batching engine in-process: batched output equals solo output; streaming holds back stop text;
+backends that are not installed fail clearly; LoRA folders are served and merged through PEFT."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, create_backend
+from gym.api.loading import ModelSource, resolve_source
+from gym.api.sequence import Sequence
+
+
+class CharTokenizer:
+    """One token per character: enough to test stop strings without a model."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+def run_sequence(text: str, stop: tuple[str, ...], max_tokens: int = 50) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    seq = Sequence(
+        0, [1], SamplingParams(max_tokens=max_tokens, stop=stop), None, chunks.append, CharTokenizer(), {0}
+    )
+    for ch in text:
+        seq.push(ord(ch))
+    seq.push(0)
+    return chunks
+
+
+def test_stop_strings_never_leak_into_the_stream() -> None:
+    chunks = run_sequence("hello END world", stop=("END",))
+    assert "".join(c.text for c in chunks) == "hello "
+    assert chunks[-1].finish_reason == "stop"
+    assert all("E" not in c.text for c in chunks)
+    chunks = run_sequence("hello EN", stop=("END",))  # a partial match is released at the end
+    assert "".join(c.text for c in chunks) == "hello EN" and chunks[-1].finish_reason == "stop"
+    chunks = run_sequence("abcdef", stop=(), max_tokens=3)
+    assert "".join(c.text for c in chunks) == "abc" and chunks[-1].finish_reason == "length"
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_missing_engine_is_a_clear_error(name: str) -> None:
+    pytest.importorskip("transformers")
+    try:
+        __import__(name)
+        pytest.skip(f"{name} is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(BackendUnavailable, match=f"needs the '{name}' package.*--backend transformers"):
+        create_backend(name, ModelSource(model_id="m", base="/nonexistent"))
+
+
+@pytest.mark.slow
+def test_batched_generation_equals_solo(tiny_dir: Path) -> None:
+    backend = create_backend("transformers", resolve_source(str(tiny_dir), "tiny"))
+    prompts = ["Reverse: a b c", "The quick brown fox jumps over the lazy dog", "x", "2 + 2 ="]
+
+    async def one(prompt: str, delay: float = 0.0, seed: int | None = None) -> str:
+        await asyncio.sleep(delay)
+        params = SamplingParams(max_tokens=16, temperature=0.8 if seed is not None else 0.0, seed=seed)
+        return "".join([c.text async for c in backend.generate(backend.encode_text(prompt), params)])
+
+    async def scenario() -> None:
+        solo = [await one(p) for p in prompts]
+        assert await asyncio.gather(*(one(p) for p in prompts)) == solo
+        assert await asyncio.gather(*(one(p, delay=0.005 * i) for i, p in enumerate(prompts))) == solo
+        sampled = await one("hi", seed=3)
+        assert (await asyncio.gather(one("hi", seed=3), one("other", seed=4)))[0] == sampled
+
+    try:
+        asyncio.run(scenario())
+        assert backend.stats()["max_batch_size"] > 1
+    finally:
+        backend.close()
+
+
+@pytest.mark.slow
+def test_lora_folder_is_served_and_merged(tiny_dir: Path, tmp_path: Path) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gym.api.loading import load_model_and_tokenizer, merge_adapter
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    peft_model = get_peft_model(
+        base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
+    adapter = tmp_path / "lora"
+    peft_model.save_pretrained(adapter)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    tokenizer.chat_template = (
+        "{% for m in messages %}[{{ m['content'] }}]{% endfor %}"  # the trained template
+    )
+    tokenizer.save_pretrained(adapter)
+
+    source = resolve_source(str(adapter))
+    assert source.adapter == str(adapter.resolve()) and Path(source.base) == tiny_dir
+    model, tok = load_model_and_tokenizer(source, device="cpu")
+    assert tok.chat_template == tokenizer.chat_template
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        expected = peft_model(ids).logits
+        assert torch.allclose(model(ids).logits, expected, atol=1e-5)
+        assert not torch.allclose(
+            AutoModelForCausalLM.from_pretrained(tiny_dir)(ids).logits, expected, atol=1e-5
+        )
+    merged = merge_adapter(adapter, tmp_path / "merged")
+    with torch.no_grad():
+        assert torch.allclose(AutoModelForCausalLM.from_pretrained(merged)(ids).logits, expected, atol=1e-5)
+    assert AutoTokenizer.from_pretrained(merged).chat_template == tokenizer.chat_template

@@ -1,0 +1,61 @@
+"""The rendered Space, started with uvicorn from its own folder (so its copied `gym` is what runs),
+answers the openai client like `gym serve` and serves the Gradio chat at /."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from gym.hub.space import SpaceSettings, render_space
+from tests.api.conftest import free_port, server_env, stop, wait_healthy
+
+pytestmark = pytest.mark.slow
+KEY = "sk-space-test-key"
+
+
+def test_rendered_space_serves_api_and_chat(tiny_dir: Path, cache_root: Path, tmp_path: Path) -> None:
+    space = render_space(
+        tmp_path / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat")
+    )
+    port = free_port()
+    env = server_env(cache_root, GYM_MODEL=str(tiny_dir), GYM_API_KEY=KEY, GRADIO_ANALYTICS_ENABLED="False",
+                     PYTHONPATH="")  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=space, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        assert [m.id for m in client.models.list().data] == ["acme/tiny"]
+        messages = [{"role": "user", "content": "Reverse: a b"}]
+        full = client.chat.completions.create(
+            model="acme/tiny", messages=messages, max_tokens=8, temperature=0
+        )
+        streamed = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(
+                model="acme/tiny", messages=messages, max_tokens=8, temperature=0, stream=True
+            )
+            if c.choices
+        )
+        assert streamed == full.choices[0].message.content
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url + "/v1", api_key="nope", max_retries=0).models.list()
+        page = httpx.get(url + "/", timeout=30, follow_redirects=True)
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+        from gradio_client import Client
+
+        reply = Client(url + "/", verbose=False).predict("Reverse: a b", api_name="/chat")
+        assert isinstance(reply, str)
+        probe = subprocess.run([sys.executable, "-c", "import gym; print(gym.__file__)"], cwd=space, env=env,
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        assert Path(probe.stdout.strip()).parent.parent == space  # the Space runs its own copy of gym
+    finally:
+        stop(process)
