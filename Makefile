@@ -19,13 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# The main job as far as it exists today: validate the quickstart, build the offline model, show the plan.
+# The main job: the quickstart gym.toml end to end on the built-in tiny model (train -> eval -> card).
 demo: $(STAMP)
 	$(BIN)/gym validate examples/quickstart/gym.toml
-	$(BIN)/gym model build builtin:tiny --prompt "Reverse: g a e i h g"
-	@echo ""
-	@echo "Next stages of examples/quickstart/gym.toml, as they land: train (gym train) -> evaluate (gym eval)"
-	@echo "-> model card -> Space (gym deploy). Today the demo stops after validation and the model build."
+	$(BIN)/gym launch examples/quickstart/gym.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)

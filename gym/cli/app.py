@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gym import __version__
-from gym.cli import config_commands, launch_commands, serve_commands, train_commands
+from gym.cli import config_commands, eval_commands, launch_commands, serve_commands, train_commands
 
 app = typer.Typer(
     name="gym",
@@ -36,6 +36,7 @@ def _root(
 
 config_commands.register(app)
 train_commands.register(app)
+eval_commands.register(app)
 launch_commands.register(app)
 serve_commands.register(app)
 

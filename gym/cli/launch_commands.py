@@ -66,18 +66,15 @@ def launch(
     detach: bool = typer.Option(
         False, "--detach", "-d", help="Return once the launch is submitted, without streaming its progress."
     ),
+    force: bool = typer.Option(False, "--force", help="Local run: redo stages that already finished."),
 ) -> None:
-    """Run the whole pipeline (train → eval → card → push); with --cloud, on any cloud SkyPilot has enabled."""
+    """Run the whole pipeline: train → eval → card → Space, here (default) or with --cloud through SkyPilot."""
+    config, path, flags = _load(args)
     if not cloud:
-        errors.print(
-            "local `gym launch` is not available yet; use `gym launch --cloud` to run on the cloud",
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(2)
+        _launch_local(config, force)
+        return
     from gym.launch.task import LaunchError
 
-    config, path, flags = _load(args)
     try:
         from gym.launch.cloud import launch_cloud
 
@@ -90,6 +87,26 @@ def launch(
         raise _fail(
             f"gym launch --cloud needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})"
         ) from None
+
+
+def _launch_local(config: GymConfig, force: bool) -> None:
+    from gym.quiet import quiet_libraries
+
+    quiet_libraries()
+    from gym.data.report import DataError
+    from gym.launch.local import run_local, summary_table
+    from gym.model.loading import ModelError
+    from gym.train.checkpoints import ResumeError
+
+    try:
+        from gym.eval import EvalError
+    except ImportError:  # evaluation extra not installed: its stage reports itself
+        EvalError = RuntimeError  # noqa: N806
+    try:
+        outcomes = run_local(config, force=force, echo=_plain(console))
+    except (DataError, ModelError, ResumeError, EvalError, ValueError) as error:
+        raise _fail(str(error)) from None
+    console.print(summary_table(config, outcomes))
 
 
 def status(args: list[str] | None = CONFIG_AND_FLAGS) -> None:

@@ -41,15 +41,30 @@ def serve(
     device: str | None = typer.Option(
         None, "--device", help="cpu, cuda, ... (default: cuda when available)."
     ),
+    experiences: Path | None = typer.Option(
+        None,
+        "--experiences",
+        help="A training-free GRPO library (e.g. experiences/latest.json) put in every chat's system prompt.",
+    ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
     from gym.api.backend import BACKEND_NAMES, BackendUnavailable
 
     if backend not in BACKEND_NAMES:
         raise _fail(f"--backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}", 2)
+    system_prompt, note = None, ""
+    if experiences is not None:
+        from gym.train.experiences import load_experiences, render_system_prompt
+
+        try:
+            learned = load_experiences(experiences)
+        except ValueError as error:
+            raise _fail(f"--experiences: {error}", 2) from None
+        system_prompt, note = render_system_prompt(learned), f", {len(learned)} experiences"
     try:
         app = build_serving_app(model, backend, os.environ.get(api_key_env) or None, served_model_name,
-                                max_batch_size=max_batch_size, device=device)  # fmt: skip
+                                max_batch_size=max_batch_size, device=device,
+                                system_prompt=system_prompt)  # fmt: skip
     except BackendUnavailable as error:
         raise _fail(f"error: {error}") from None
     except (ValueError, FileNotFoundError, OSError) as error:
@@ -58,7 +73,7 @@ def serve(
 
     key_note = f"API key required (from ${api_key_env})" if os.environ.get(api_key_env) else "no API key"
     console.print(
-        f"serving [bold]{app.state.backend.model_id}[/bold] on http://{host}:{port}/v1 ({backend}, {key_note})"
+        f"serving [bold]{app.state.backend.model_id}[/bold] on http://{host}:{port}/v1 ({backend}, {key_note}{note})"
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -70,9 +85,10 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
     from gym.api.backend import create_backend
     from gym.api.loading import resolve_source
 
+    system_prompt = options.pop("system_prompt", None)
     source = resolve_source(model, served_model_name)
     engine = create_backend(backend, source, **{k: v for k, v in options.items() if v is not None})
-    return create_app(engine, api_key=api_key)
+    return create_app(engine, api_key=api_key, system_prompt=system_prompt)
 
 
 def export(

@@ -38,6 +38,9 @@ def train(
             command.append("--no-progress")
         raise typer.Exit(subprocess.call(command))
 
+    from gym.quiet import quiet_libraries
+
+    quiet_libraries()
     from gym.data.report import DataError
     from gym.model.loading import ModelError
     from gym.train.checkpoints import ResumeError

@@ -62,20 +62,6 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def quiet_libraries() -> None:
-    """Keep the console for Gym's progress: no per-log dicts, no optional-kernel notices.
-
-    bitsandbytes warns on CPUs with AVX512-BF16 that the optional ``kernels`` package (which would
-    download a kernel from the Hub) is absent; its fallback is fine, so the notice is only noise.
-    """
-    import logging
-
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-
-
 SMALL_MODEL_PARAMETERS = 20_000_000
 
 
@@ -99,6 +85,8 @@ def set_cpu_threads(config: GymConfig, parameters: int) -> None:
 
 def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
     """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything."""
+    from gym.quiet import quiet_libraries
+
     quiet_libraries()
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter, trainable_parameters

@@ -1,0 +1,196 @@
+"""`evaluate`: run ``[eval]`` through lm-eval on the tuned model and, with ``eval.baseline``, its base.
+
+Tasks are resolved and their datasets read first (a missing Hub dataset fails before any model is
+loaded); then each model is loaded once, wrapped in lm-eval's ``HFLM`` and scored on every task.
+Gym's chat tasks and the other tasks run in separate ``simple_evaluate`` calls because lm-eval takes
+``apply_chat_template`` per call, not per task (see :attr:`gym.eval.tasks.TaskSpec.chat_template`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gym.eval.errors import EvalError
+from gym.eval.report import EvalReport, TaskScore
+from gym.eval.tasks import LOCAL_BUILDERS, LoadedTask, load_tasks, resolve_spec
+
+if TYPE_CHECKING:
+    from gym.config.root import GymConfig
+
+BOOTSTRAP_ITERS = 1000  # stderr of non-mean metrics; mean metrics use the closed form anyway
+NOT_METRICS = {"alias", "name", "samples", "sample_len", "sample_count"}
+
+
+def evaluate(
+    config: GymConfig,
+    model_path: str | Path | None = None,
+    *,
+    chat_template: bool | None = None,
+    quiet: bool = True,
+) -> EvalReport:
+    """Score the tuned model (``model_path`` or ``config.output_path``) and, with ``eval.baseline``, its base.
+
+    ``chat_template`` forces lm-eval's ``apply_chat_template`` on (or off) for every task; None keeps the
+    per-task default (on for Gym's tasks, off for lm-eval's and local ones). Raises :class:`EvalError`.
+    """
+    if not config.eval.tasks:
+        raise EvalError("eval.tasks is empty; list lm-eval task names, task YAML paths, or 'gym_reverse'")
+    if quiet:
+        for name in ("lm_eval", "lm-eval"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    specs = [resolve_spec(entry, config) for entry in config.eval.tasks]
+    manager, loaded = load_tasks(specs)
+
+    from gym.eval.models import load_base, load_tuned
+
+    if model_path is None:
+        tuned_path = config.output_path
+    elif str(model_path).startswith("builtin:"):
+        tuned_path = Path(str(model_path))  # resolved to its cache folder by load_tuned; reported by name
+    else:
+        tuned_path = Path(model_path).expanduser().resolve()  # a flag: relative to the working directory
+    wall: dict[str, float] = {}
+    start = time.perf_counter()
+    model, tokenizer = load_tuned(config, tuned_path)
+    tuned = _run(model, tokenizer, loaded, manager, config, chat_template)
+    wall["tuned"] = round(time.perf_counter() - start, 3)
+    del model
+    base: dict[tuple[str, str, str], TaskScore] | None = None
+    if config.eval.baseline:
+        start = time.perf_counter()
+        model, tokenizer = load_base(config)
+        base = {
+            (s.task, s.metric, s.filter): s
+            for s in _run(model, tokenizer, loaded, manager, config, chat_template)
+        }
+        wall["base"] = round(time.perf_counter() - start, 3)
+        del model
+    for score in tuned:
+        other = base.get((score.task, score.metric, score.filter)) if base is not None else None
+        if other is not None and other.value is not None:
+            score.base_value = other.value
+            if score.value is not None:
+                score.delta = score.value - other.value
+    from importlib.metadata import version
+
+    return EvalReport(
+        model=str(model_path) if str(model_path).startswith("builtin:") else str(tuned_path),
+        results=tuned,
+        base_model=config.model.name_or_path if config.eval.baseline else None,
+        lm_eval_version=version("lm_eval"),
+        num_fewshot=config.eval.num_fewshot,
+        limit=config.eval.limit,
+        batch_size=config.eval.batch_size,
+        wall_seconds=wall,
+    )
+
+
+def _run(
+    model: Any, tokenizer: Any, loaded: list[LoadedTask], manager: Any, config: GymConfig, chat: bool | None
+) -> list[TaskScore]:
+    """Every loaded task on one model, in one or two simple_evaluate calls (with and without chat template)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=config.eval.batch_size)
+    scores: list[TaskScore] = []
+    for use_chat in (True, False):
+        batch = [t for t in loaded if (t.spec.chat_template if chat is None else chat) == use_chat]
+        if not batch:
+            continue
+        objects = [item for t in batch for item in (t.obj if isinstance(t.obj, list) else [t.obj])]
+        try:
+            results = simple_evaluate(
+                model=lm,
+                tasks=objects,
+                num_fewshot=config.eval.num_fewshot,
+                limit=config.eval.limit or None,
+                batch_size=config.eval.batch_size,
+                apply_chat_template=use_chat,
+                fewshot_as_multiturn=use_chat,
+                task_manager=manager,
+                log_samples=False,
+                bootstrap_iters=BOOTSTRAP_ITERS,
+            )
+        except (ValueError, RuntimeError) as error:
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+            raise EvalError(
+                f"lm-eval failed on {', '.join(t.spec.requested for t in batch)}: {first}"
+            ) from error
+        for task in batch:
+            scores += _scores(task, results)
+    order = {t.name: i for i, t in enumerate(loaded)}
+    return sorted(scores, key=lambda s: order.get(s.task, len(order)))
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _leaves(obj: Any) -> list[Any]:
+    from lm_eval.api.group import Group
+
+    if isinstance(obj, list):
+        return obj
+    return list(obj.get_all_tasks()) if isinstance(obj, Group) else [obj]
+
+
+def dataset_info(task: LoadedTask) -> dict[str, Any]:
+    """Dataset id, config and split of a task, for the model card; local data gets ``local:<task>``."""
+    leaves = _leaves(task.obj)
+    cfg = leaves[0].config
+    path = cfg.dataset_path or ""
+    local = task.spec.kind == "gym" or path in LOCAL_BUILDERS or Path(path).exists()
+    same = all(t.config.dataset_path == cfg.dataset_path for t in leaves)
+    return {
+        "id": f"local:{task.name}" if local else (path if same else path.split("/")[0] + "/*"),
+        "config": cfg.dataset_name if len(leaves) == 1 else None,
+        "split": cfg.test_split or cfg.validation_split,
+    }
+
+
+def _scores(task: LoadedTask, results: dict[str, Any]) -> list[TaskScore]:
+    """The task's rows: its group aggregate when it has one, else each of its tasks."""
+    from lm_eval.api.group import Group
+
+    groups = results.get("groups", {})
+    if isinstance(task.obj, Group) and groups.get(task.name):
+        units = [(task.name, groups[task.name], [t.task_name for t in _leaves(task.obj)])]
+    else:
+        units = [
+            (t.task_name, results["results"].get(t.task_name, {}), [t.task_name]) for t in _leaves(task.obj)
+        ]
+    info = dataset_info(task)
+    rows = []
+    for name, metrics, leaves in units:
+        counts = [results.get("n-samples", {}).get(leaf, {}).get("effective") for leaf in leaves]
+        samples = sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None
+        better = results.get("higher_is_better", {}).get(name, {})
+        for key, value in metrics.items():
+            if key in NOT_METRICS or "," not in key or "_stderr," in key:
+                continue
+            metric, _, filt = key.partition(",")
+            rows.append(
+                TaskScore(
+                    task=name,
+                    metric=metric,
+                    filter=filt,
+                    value=_number(value),
+                    stderr=_number(metrics.get(f"{metric}_stderr,{filt}")),
+                    samples=samples,
+                    higher_is_better=better.get(metric),
+                    n_shot=results.get("n-shot", {}).get(name),
+                    source=task.spec.kind,
+                    chat_template=task.spec.chat_template,
+                    dataset=info,
+                )
+            )
+    return rows

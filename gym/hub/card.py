@@ -1,0 +1,229 @@
+"""The model card: ``output_dir/README.md`` with scores in ``model-index``, and ``.eval_results/*.yaml``.
+
+Everything is built with huggingface_hub's own classes (``ModelCardData``, ``EvalResult``,
+``EvalResultEntry``) so the Hub parses what Gym writes exactly as it parses any other card; a test
+reads the card back with ``ModelCard.load``.
+
+``.eval_results/<task>.yaml`` follows the Hub's newer eval-results format (huggingface_hub's
+``eval_result_entries_to_yaml``): a list of ``{dataset: {id, task_id}, value, date, notes}``. That
+format has no field for the base model's score, so it goes into ``notes`` with the metric, the
+lm-eval version and the settings. Local datasets (Gym's built-in tasks, ``dataset_path: json``) have
+no Hub id; they are written as ``local:<task>``, which no Hub leaderboard will claim.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gym.eval.report import EvalReport, TaskScore, fmt, results_table_markdown
+
+if TYPE_CHECKING:
+    from gym.config.root import GymConfig
+
+CARD_FILE = "README.md"
+EVAL_RESULTS_DIR = ".eval_results"
+TRAIN_RESULTS = "train_results.json"
+LORA_ADAPTERS = {"lora", "qlora", "dora"}
+
+__all__ = ["build_card", "eval_result_entries", "results_table_markdown", "write_card", "write_eval_results"]
+
+
+def _hub_id(name: str | None) -> str | None:
+    """``name`` when it can be a Hub model id (not builtin:, not an existing folder), else None."""
+    from gym.model.loading import HUB_ID
+
+    if not name or name.startswith("builtin:") or Path(name).expanduser().exists() or "/" not in name:
+        return None
+    return name if HUB_ID.match(name) else None
+
+
+def _train_results(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / TRAIN_RESULTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def eval_results(report: EvalReport) -> list[Any]:
+    """One huggingface_hub ``EvalResult`` per task and metric of the tuned model (rows without a value skipped)."""
+    from huggingface_hub import EvalResult
+
+    out = []
+    for row in report.results:
+        if row.value is None:
+            continue
+        out.append(
+            EvalResult(
+                task_type="text-generation",
+                task_name=row.task,
+                dataset_type=row.dataset.get("id") or f"local:{row.task}",
+                dataset_name=row.task,
+                dataset_config=row.dataset.get("config"),
+                dataset_split=row.dataset.get("split"),
+                metric_type=row.metric,
+                metric_name=row.label,
+                metric_value=round(row.value, 6),
+            )
+        )
+    return out
+
+
+def _tags(config: GymConfig | None, train: dict[str, Any]) -> list[str]:
+    method = train.get("method") or (config.train.method if config else None)
+    adapter = train.get("adapter") or (config.train.adapter if config else None)
+    tags = ["gym", "text-generation"]
+    tags += [t for t in (method, adapter) if t]
+    if adapter in LORA_ADAPTERS:
+        tags += ["lora", "peft"]
+    return list(dict.fromkeys(tags))
+
+
+def _training_section(train: dict[str, Any]) -> str:
+    if not train:
+        return "No `train_results.json` was found beside the weights.\n"
+    params = (
+        f"{train['trainable_parameters']:,} of {train['total_parameters']:,}"
+        if train.get("trainable_parameters") is not None and train.get("total_parameters")
+        else "—"
+    )
+    rows = [
+        ("method", train.get("method")),
+        ("adapter", train.get("adapter")),
+        ("steps", train.get("steps")),
+        ("tokens", f"{train['tokens']:,}" if isinstance(train.get("tokens"), int) else None),
+        ("wall time", f"{train['wall_seconds']:.1f} s" if train.get("wall_seconds") is not None else None),
+        ("hardware", train.get("hardware")),
+        ("final loss", fmt(train.get("final_loss"))),
+        ("trainable parameters", params),
+    ]
+    return "| | |\n|---|---|\n" + "".join(f"| {k} | {'—' if v is None else v} |\n" for k, v in rows)
+
+
+def _evaluation_notes(report: EvalReport) -> str:
+    shots = sorted({r.n_shot for r in report.results if r.n_shot is not None})
+    chat = sorted({r.task for r in report.results if r.chat_template})
+    parts = [f"lm-eval {report.lm_eval_version}" if report.lm_eval_version else "lm-eval"]
+    parts.append(f"{'/'.join(map(str, shots))}-shot" if shots else f"{report.num_fewshot}-shot")
+    parts.append(f"at most {report.limit} samples per task" if report.limit else "every sample")
+    if chat:
+        parts.append("chat template applied for " + ", ".join(chat))
+    baseline = f" Base = `{report.base_model}`; Δ = tuned − base." if report.base_model else ""
+    return "; ".join(parts) + "." + baseline + "\n"
+
+
+def build_card(
+    report: EvalReport,
+    config: GymConfig | None = None,
+    *,
+    model_dir: str | Path | None = None,
+    license: str | None = None,
+    model_name: str | None = None,
+) -> Any:
+    """A huggingface_hub ``ModelCard`` for the tuned model: metadata, scores, training summary, table."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    folder = Path(model_dir or report.model)
+    train = _train_results(folder)
+    base = config.model.name_or_path if config is not None else report.base_model
+    name = model_name or (config.hub.repo_id if config is not None and config.hub else None)
+    name = name or (config.project.name if config is not None else folder.name)
+    datasets = [d.hub for d in config.datasets if d.hub] if config is not None else []
+    is_adapter = (folder / "adapter_config.json").is_file()
+    data = ModelCardData(
+        model_name=name,
+        base_model=_hub_id(base),
+        datasets=datasets or None,
+        license=license,
+        library_name="peft" if is_adapter else "transformers",
+        pipeline_tag="text-generation",
+        tags=_tags(config, train),
+        eval_results=eval_results(report) or None,
+    )
+    what = f"`{base}`" if base else "its base model"
+    body = (
+        f"# {name}\n\n"
+        f"Fine-tuned from {what} with [Gym](https://github.com/zoo-gym/gym)"
+        + (f" ({train.get('method')}, {train.get('adapter')})" if train else "")
+        + ".\n\n## Evaluation\n\n"
+        + results_table_markdown(report)
+        + "\n"
+        + _evaluation_notes(report)
+        + "\n## Training\n\n"
+        + _training_section(train)
+        + "\n## Reproduce\n\n```bash\ngym train gym.toml\ngym eval gym.toml\n```\n"
+    )
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def eval_result_entries(report: EvalReport, date: str | None = None) -> dict[str, list[Any]]:
+    """``{task: [EvalResultEntry, ...]}`` for ``.eval_results/``: one entry per metric, base score in notes."""
+    from huggingface_hub import EvalResultEntry
+
+    date = date or datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    by_task: dict[str, list[Any]] = {}
+    for row in report.results:
+        if row.value is None:
+            continue
+        entries = by_task.setdefault(row.task, [])
+        task_id = row.task if not entries else f"{row.task}/{row.label}"
+        entries.append(
+            EvalResultEntry(
+                dataset_id=row.dataset.get("id") or f"local:{row.task}",
+                task_id=task_id,
+                value=round(row.value, 6),
+                date=date,
+                notes=_entry_notes(report, row),
+            )
+        )
+    return by_task
+
+
+def _entry_notes(report: EvalReport, row: TaskScore) -> str:
+    notes = [f"metric {row.label}", f"source gym (lm-eval {report.lm_eval_version})"]
+    if row.n_shot is not None:
+        notes.append(f"{row.n_shot}-shot")
+    if row.samples is not None:
+        notes.append(f"{row.samples} samples")
+    if row.chat_template:
+        notes.append("chat template")
+    if report.base_model is not None and row.base_value is not None:
+        notes.append(f"base {report.base_model} {fmt(row.base_value)} (delta {fmt(row.delta, signed=True)})")
+    return "; ".join(notes)
+
+
+def write_eval_results(report: EvalReport, folder: str | Path) -> list[Path]:
+    """Write ``folder/.eval_results/<task>.yaml`` for every task (stale files of this run's tasks replaced)."""
+    import yaml
+    from huggingface_hub import eval_result_entries_to_yaml
+
+    target = Path(folder) / EVAL_RESULTS_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for task, entries in eval_result_entries(report).items():
+        path = target / (re.sub(r"[^\w.-]+", "_", task) + ".yaml")
+        path.write_text(
+            yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False), encoding="utf-8"
+        )
+        paths.append(path)
+    return paths
+
+
+def write_card(
+    report: EvalReport,
+    config: GymConfig | None = None,
+    folder: str | Path | None = None,
+    *,
+    license: str | None = None,
+) -> Path:
+    """Write ``README.md`` and ``.eval_results/*.yaml`` into ``folder`` (default: the evaluated model's folder)."""
+    folder = Path(folder or report.model)
+    folder.mkdir(parents=True, exist_ok=True)
+    card = build_card(report, config, model_dir=folder, license=license)
+    path = folder / CARD_FILE
+    card.save(path)
+    write_eval_results(report, folder)
+    return path
