@@ -70,7 +70,7 @@ def gym_config(folder: Path, steps: int, packing: bool) -> Path:
             f"""
             [project]
             name = "bench"
-            output_dir = "{folder / ('packed' if packing else 'padded')}"
+            output_dir = "{folder / ("packed" if packing else "padded")}"
             [model]
             name_or_path = "builtin:tiny"
             template = "chatml"
@@ -101,7 +101,12 @@ def gym_config(folder: Path, steps: int, packing: bool) -> Path:
 
 
 def run(args: list[str], threads: int, cache: Path) -> dict[str, float]:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "GYM_CACHE_DIR": str(cache), "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "GYM_CACHE_DIR": str(cache),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     done = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"run failed:\n{done.stderr[-2000:]}")
@@ -110,7 +115,9 @@ def run(args: list[str], threads: int, cache: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1)
     options = parser.parse_args()
@@ -121,15 +128,22 @@ def main() -> None:
         runs = {
             "TRL SFTTrainer (defaults)": [TRL_SCRIPT, str(options.steps), str(folder / "trl"), str(DATA)],
             "Gym sft+lora (padded)": [GYM_SCRIPT, str(gym_config(folder, options.steps, packing=False))],
-            "Gym sft+lora (packing, padding-free)": [GYM_SCRIPT, str(gym_config(folder, options.steps, packing=True))],
+            "Gym sft+lora (packing, padding-free)": [
+                GYM_SCRIPT,
+                str(gym_config(folder, options.steps, packing=True)),
+            ],
         }
         results = {name: run(args, options.threads, cache) for name, args in runs.items()}
     baseline = results["TRL SFTTrainer (defaults)"]
     base_rate = baseline["tokens"] / baseline["seconds"]
-    print(f"{options.steps} steps, batch {BATCH}, max_length {MAX_LENGTH}, LoRA r={RANK}, {options.threads} thread(s)")
+    print(
+        f"{options.steps} steps, batch {BATCH}, max_length {MAX_LENGTH}, LoRA r={RANK}, {options.threads} thread(s)"
+    )
     for name, result in results.items():
         rate = result["tokens"] / result["seconds"]
-        print(f"  {name:40s} {rate:9,.0f} non-pad tok/s  {rate / base_rate:5.2f}x TRL  ({result['tokens']:,} tokens)")
+        print(
+            f"  {name:40s} {rate:9,.0f} non-pad tok/s  {rate / base_rate:5.2f}x TRL  ({result['tokens']:,} tokens)"
+        )
     print("targets: Gym padded >= 1.00x, Gym packing >= 1.50x")
 
 

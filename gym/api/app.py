@@ -28,8 +28,13 @@ class APIError(Exception):
         self.status, self.body = status, error_body(message, type_, param, code)
 
 
-def create_app(backend: Backend, api_key: str | None = None, default_max_tokens: int = DEFAULT_MAX_TOKENS):
-    """Build the app. ``api_key``: when set, /v1 routes need ``Authorization: Bearer <key>``."""
+def create_app(backend: Backend, api_key: str | None = None, default_max_tokens: int = DEFAULT_MAX_TOKENS,
+               system_prompt: str | None = None):  # fmt: skip
+    """Build the app. ``api_key``: when set, /v1 routes need ``Authorization: Bearer <key>``.
+
+    ``system_prompt`` (a training-free GRPO experience library, `gym serve --experiences`) is merged
+    into every chat conversation by :func:`gym.train.experiences.with_experiences`.
+    """
     from contextlib import asynccontextmanager
 
     from fastapi import Depends, FastAPI, Request
@@ -123,8 +128,13 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
     async def chat(body: ChatCompletionRequest):
         check_model(body.model)
+        messages = [m.as_template_message() for m in body.messages]
+        if system_prompt:
+            from gym.train.experiences import with_experiences
+
+            messages = with_experiences(messages, system_prompt)
         try:
-            prompt = backend.encode_chat([m.as_template_message() for m in body.messages])
+            prompt = backend.encode_chat(messages)
         except ValueError as error:
             raise APIError(400, str(error), "invalid_request_error", "messages") from None
         params = sampling(body, len(prompt), "messages")

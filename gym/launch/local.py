@@ -88,9 +88,15 @@ def stage_card(config: GymConfig) -> StageOutcome:
     from gym.hub.card import write_card
 
     results = config.output_path / "eval_results.json"
-    report = EvalReport.read(results) if results.is_file() else EvalReport(model=str(config.output_path), results=[])
+    report = (
+        EvalReport.read(results)
+        if results.is_file()
+        else EvalReport(model=str(config.output_path), results=[])
+    )
     path = write_card(report, config, config.output_path)
-    return StageOutcome("done", "model card written" + ("" if results.is_file() else " (no scores)"), {"card": str(path)})
+    return StageOutcome(
+        "done", "model card written" + ("" if results.is_file() else " (no scores)"), {"card": str(path)}
+    )
 
 
 def stage_space(config: GymConfig) -> StageOutcome:
@@ -126,7 +132,9 @@ def run_local(
     for name, stage in STAGES:
         previous = state["stages"].get(name)
         if previous and previous.get("status") == "done":
-            outcomes[name] = StageOutcome("done", f"already done ({previous.get('detail', '')})", previous.get("artifacts", {}))
+            outcomes[name] = StageOutcome(
+                "done", f"already done ({previous.get('detail', '')})", previous.get("artifacts", {})
+            )
             echo(f"[{name}] already done for this config, skipped (--force reruns it)")
             continue
         echo(f"[{name}] running")

@@ -14,14 +14,25 @@ if TYPE_CHECKING:
 
 @dataclass
 class TrainContext:
-    """Everything a trainer builder needs, already loaded."""
+    """Everything a trainer builder needs. The model is loaded on first use of :attr:`model`.
+
+    Lazy because not every method trains the causal LM the runner would load: a reward model is a
+    sequence classifier, and training-free GRPO trains no weights at all.
+    """
 
     config: GymConfig
-    model: Any
+    load_model: Callable[[], Any]
     tokenizer: Any
     data: PreparedData
     checkpoint_dir: Path
     callbacks: list[Any] = field(default_factory=list)
+    _model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = self.load_model()
+        return self._model
 
 
 TrainerBuilder = Callable[[TrainContext], Any]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,14 +100,21 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)
-    model = apply_adapter(load_model(config, for_training=True), config)
-    trainable, total = trainable_parameters(model)
-    set_cpu_threads(config, total)
 
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())
-    context = TrainContext(config, model, tokenizer, data, checkpoint_dir, [CompleteCheckpoints(), progress])
+    context = TrainContext(
+        config,
+        lambda: apply_adapter(load_model(config, for_training=True), config),
+        tokenizer,
+        data,
+        checkpoint_dir,
+        [CompleteCheckpoints(), progress],
+    )
     trainer = builder(context)
+    trained_model = getattr(trainer, "model", None)
+    trainable, total = trainable_parameters(trained_model) if trained_model is not None else (0, 0)
+    set_cpu_threads(config, total)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(
@@ -133,10 +140,18 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         hardware=hardware(),
         train_rows=len(data.train),
     )
+    # A method whose numbers are not the Trainer's (training-free GRPO: requests and tokens, no weights)
+    # supplies them itself; keys that are not TrainResult fields are written to train_results.json as is.
+    overrides = dict(trainer.gym_result_overrides()) if hasattr(trainer, "gym_result_overrides") else {}
+    fields = {
+        name: overrides.pop(name) for name in list(overrides) if name in TrainResult.__dataclass_fields__
+    }
+    result = replace(result, **fields)
     if trainer.accelerator.is_main_process:
         trainer.save_model(str(output))
         tokenizer.save_pretrained(str(output))
         write_resolved_config(config, output)
-        (output / RESULTS).write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
+        record = {**asdict(result), **overrides}
+        (output / RESULTS).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     trainer.accelerator.wait_for_everyone()
     return result

@@ -76,11 +76,10 @@ def build_grpo(ctx: TrainContext) -> Any:
 
     config = ctx.config
     grpo = config.train.grpo
-    if grpo.training_free:
-        raise ValueError(
-            "train.grpo.training_free = true keeps the weights frozen, which the grpo trainer does not do; "
-            "set it to false to train the weights"
-        )
+    if grpo.training_free:  # frozen weights, a learned experience library: a different loop altogether
+        from gym.train.training_free.trainer import build_training_free
+
+        return build_training_free(ctx)
     rewards = reward_functions(config)
     train = prompt_rows(ctx.data.train)
     evaluation = prompt_rows(ctx.data.eval) if ctx.data.eval is not None else None

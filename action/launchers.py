@@ -1,0 +1,78 @@
+"""The seam between the action and a real run: a launcher takes a checked config and starts it.
+
+:func:`default_launcher` is what the action uses: SkyPilot through :func:`gym.launch.cloud.launch_cloud`
+(``cloud: true``), or the local stage runner :func:`gym.launch.local.run_local` on the runner itself
+(``cloud: false``, e.g. a self-hosted GPU runner). Tests pass their own launcher to
+:func:`action.main.main` and record the requests, so no test spends money or needs a GPU.
+
+A launcher is handed the environment with secrets only when the policy decided to launch; nothing
+else in the action reads a secret.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from action.outcome import LaunchOutcome
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+
+@dataclass
+class LaunchRequest:
+    config: GymConfig
+    config_path: Path
+    flags: list[str]
+    cloud: bool
+    env: Mapping[str, str]  # with secrets: the cloud run's are read from here
+    echo: Callable[[str], None] = print
+    labels: dict[str, str] = field(default_factory=dict)  # event facts, for launchers that tag runs
+
+
+Launcher = Callable[[LaunchRequest], LaunchOutcome]
+
+
+def _results(config: GymConfig) -> dict | None:
+    from gym.eval.report import RESULTS_FILE
+
+    path = config.output_path / RESULTS_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
+    """Submit to SkyPilot and wait until the job is submitted (not until it finishes)."""
+    from gym.launch.cloud import launch_cloud
+
+    result = launch_cloud(
+        request.config,
+        request.config_path,
+        dryrun=False,
+        flags=request.flags,
+        env=request.env,
+        echo=request.echo,
+        warn=request.echo,
+    )
+    kind = "managed job" if result.managed else "cluster job"
+    job = str(result.job_id) if result.job_id is not None else None
+    return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted")
+
+
+def launch_here(request: LaunchRequest) -> LaunchOutcome:
+    """train → eval → card → Space on this runner; the eval table is ready when it returns."""
+    from gym.launch.local import run_local
+
+    outcomes = run_local(request.config, echo=request.echo)
+    done = ", ".join(f"{name} {o.status}" for name, o in outcomes.items())
+    return LaunchOutcome(detail=f"ran on this runner: {done}", results=_results(request.config))
+
+
+def default_launcher(request: LaunchRequest) -> LaunchOutcome:
+    return launch_on_cloud(request) if request.cloud else launch_here(request)

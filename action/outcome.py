@@ -1,0 +1,62 @@
+"""What happened to one config: validation problems, the plan, the launch. Rendered by :mod:`action.render`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class PlanView:
+    """The launch plan as shown to a reviewer: where it runs, on what, and the checked task."""
+
+    target: str  # "cloud" | "runner"
+    name: str = ""
+    accelerators: list[str] = field(default_factory=list)  # candidates, in preference order
+    use_spot: bool | None = None
+    managed: bool | None = None
+    num_nodes: int | None = None
+    infra: str | None = None
+    secrets: list[str] = field(default_factory=list)  # names only
+    notes: list[str] = field(default_factory=list)
+    task_yaml: str = ""
+    stages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LaunchOutcome:
+    """What a launcher returns: the job id (cloud), a one-line detail, and eval_results.json if there is one."""
+
+    job_id: str | None = None
+    detail: str = ""
+    results: dict[str, Any] | None = None
+
+
+@dataclass
+class ConfigOutcome:
+    """Everything the comment, the step summary and the outputs say about one config."""
+
+    path: str
+    mode: str
+    reason: str
+    issues: list[str] = field(default_factory=list)
+    plan: PlanView | None = None
+    launch: LaunchOutcome | None = None
+    error: str = ""  # a plan or launch failure, one sentence
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues and not self.error
+
+    def as_json(self, comment_url: str = "") -> dict[str, Any]:
+        return {
+            "config": self.path,
+            "mode": self.mode,
+            "valid": not self.issues,
+            "ok": self.ok,
+            "launched": self.launch is not None,
+            "job_id": self.launch.job_id if self.launch else None,
+            "comment_url": comment_url or None,
+            "results": self.launch.results if self.launch else None,
+        }

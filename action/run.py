@@ -1,0 +1,135 @@
+"""One config through the decided mode: validate → plan → launch, each step reported, none raising.
+
+Validation and planning see :func:`action.context.public_env` only. The launch step alone gets the
+full environment, and only when :func:`action.policy.decide` said ``launch``. A launch from a pull
+request never pushes to the Hub (``hub.push = none``): the PR shows numbers, the merge publishes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from action.changes import workspace_path
+from action.context import ActionError
+from action.launchers import Launcher, LaunchRequest
+from action.outcome import ConfigOutcome, PlanView
+from action.outputs import Redactor, annotation
+from action.policy import Decision
+
+if TYPE_CHECKING:
+    from gym.config import ConfigError, ConfigIssue, GymConfig
+
+LOCAL_STAGES = ["train", "eval", "card", "space"]
+
+
+def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, workspace: Path) -> PlanView:
+    """The plan a reviewer sees; raises :class:`gym.launch.task.LaunchError` when it cannot launch."""
+    from gym.launch.task import build_plan, secret_specs
+
+    if not cloud:
+        stages = LOCAL_STAGES if config.space is not None else LOCAL_STAGES[:3]
+        return PlanView(target="runner", stages=stages, secrets=[s.name for s in secret_specs(config)])
+    plan = build_plan(config, path, flags, cwd=workspace)
+    resources = plan.task.get("resources", {})
+    accelerators = [resources["accelerators"]] if "accelerators" in resources else []
+    accelerators += [str(c.get("accelerators")) for c in resources.get("any_of", [])]
+    names = [spec.name for spec in plan.secrets]
+    try:
+        from gym.launch.cloud import REDACTED, redacted_yaml
+
+        task_yaml = redacted_yaml(plan, dict.fromkeys(names, REDACTED))
+    except ImportError:  # PyYAML missing: the table still says everything that matters
+        task_yaml = ""
+    return PlanView(
+        target="cloud",
+        name=plan.name,
+        accelerators=[str(a) for a in accelerators],
+        use_spot=bool(resources.get("use_spot")),
+        managed=plan.managed,
+        num_nodes=int(plan.task.get("num_nodes") or 1),
+        infra=resources.get("infra"),
+        secrets=names,
+        notes=plan.notes,
+        task_yaml=task_yaml,
+    )
+
+
+def _issues(error: ConfigError, relative: str, path: Path) -> list[ConfigIssue]:
+    """The config's problems with the file named as in the repository, not as seen from the cwd."""
+    fixed = []
+    for issue in error.issues:
+        same = issue.source not in ("", "command line") and Path(issue.source).resolve() == path
+        fixed.append(dataclasses.replace(issue, source=relative) if same else issue)
+    return fixed
+
+
+def process_config(
+    relative: str,
+    *,
+    workspace: Path,
+    decision: Decision,
+    cloud: bool,
+    public: Mapping[str, str],
+    launch_env: Mapping[str, str] | None,
+    launcher: Launcher,
+    from_pull_request: bool,
+    redactor: Redactor,
+    emit: Callable[[str], None] = print,
+) -> ConfigOutcome:
+    from gym.config import ConfigError, config_from_args
+    from gym.launch.task import LaunchError
+
+    outcome = ConfigOutcome(path=relative, mode=decision.mode, reason=decision.reason)
+    try:
+        path = workspace_path(workspace, relative)
+        config = config_from_args(path, [], env=public)
+    except ActionError as error:
+        outcome.error = str(error)
+        emit(annotation("error", outcome.error))
+        return outcome
+    except ConfigError as error:
+        for issue in _issues(error, relative, path):
+            outcome.issues.append(redactor(str(issue)))
+            message = redactor(f"{issue.key}: {issue.message}" if issue.key else issue.message)
+            emit(annotation("error", message, file=issue.source if issue.source == relative else "",
+                            line=issue.line, col=issue.column))  # fmt: skip
+        return outcome
+    emit(f"{relative}: valid")
+    if decision.mode == "validate":
+        return outcome
+
+    flags: list[str] = []
+    if from_pull_request and config.hub is not None and config.hub.push != "none":
+        flags = ["--set", "hub.push=none"]
+    try:
+        outcome.plan = plan_view(config, path, flags, cloud=cloud, workspace=workspace)
+    except LaunchError as error:
+        outcome.error = redactor(str(error))
+        emit(annotation("error", outcome.error, file=relative))
+        return outcome
+    if not decision.launches or launch_env is None:
+        return outcome
+
+    def echo(text: str) -> None:
+        for line in redactor(str(text)).splitlines() or [""]:
+            outcome.log.append(line)
+            print(line, flush=True)
+
+    try:
+        config = config_from_args(path, flags, env=launch_env)  # ${VARS} expand as on a real run
+        outcome.launch = launcher(
+            LaunchRequest(
+                config=config, config_path=path, flags=flags, cloud=cloud, env=launch_env, echo=echo
+            )
+        )
+    except (ConfigError, LaunchError) as error:
+        outcome.error = redactor(str(error))
+    except Exception as error:  # a launcher's failure is reported, never a traceback with secrets
+        first = next((line for line in str(error).splitlines() if line.strip()), "")
+        outcome.error = redactor(f"{type(error).__name__}: {first}".rstrip(": "))
+    if outcome.error:
+        emit(annotation("error", outcome.error, file=relative))
+    return outcome

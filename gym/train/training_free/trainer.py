@@ -1,0 +1,169 @@
+"""Training-free GRPO as a `gym train` method: ``train.method = "grpo"`` with ``train.grpo.training_free``.
+
+:func:`build_training_free` returns an object with the few Trainer members :func:`gym.train.runner.run_training`
+uses (``train``, ``save_model``, ``state.global_step``, ``accelerator``, ``remove_callback``), so the
+seed's command line and ``[train.grpo] training_free = true`` run through the usual runner. Settings:
+``train.batch_size`` queries per step (the paper uses 50; Gym's default is 4), ``ceil(train.epochs)``
+epochs, ``train.max_steps`` caps the steps of the whole run (resumed steps included), ``train.seed``
+orders the data, ``train.resume = "never"`` starts a new library.
+
+The runner asks :meth:`TrainingFreeTrainer.gym_result_overrides` for what train_results.json should say
+(requests, tokens in/out per step and in total, the library; no trainable weights), so the file and the
+console summary describe this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from gym.train.training_free.library import atomic_write_json
+from gym.train.training_free.loop import LoopOptions, LoopResult, TrainingFreeLoop
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+    from gym.train.registry import TrainContext
+
+REQUEST_TIMEOUT = 300.0
+CONCURRENCY = 16
+
+
+def options_for(config: GymConfig, show_progress: bool = True) -> LoopOptions:
+    train, grpo = config.train, config.train.grpo
+    return LoopOptions(
+        group_size=grpo.group_size, k=grpo.max_experiences_per_group, batch_size=train.batch_size,
+        epochs=max(1, math.ceil(train.epochs)), max_steps=train.max_steps, seed=train.seed,
+        temperature=grpo.temperature, max_completion_length=grpo.max_completion_length,
+        resume=train.resume != "never", show_progress=show_progress,
+    )  # fmt: skip
+
+
+def api_key(config: GymConfig) -> str | None:
+    """The endpoint key from ``train.grpo.api_key_env``; a missing variable is an error naming it (not its value)."""
+    name = config.train.grpo.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise ValueError(f"train.grpo.api_key_env names ${name}, which is not set in the environment")
+    return value
+
+
+async def run_loop(config: GymConfig, rows: list[dict[str, Any]], options: LoopOptions, *,
+                   concurrency: int = CONCURRENCY, backoff: float = 1.0,
+                   timeout: float = REQUEST_TIMEOUT) -> LoopResult:  # fmt: skip
+    """One run over ``rows`` against ``train.grpo.api_base`` (or the local model in process)."""
+    from gym.train.methods.grpo import reward_functions
+    from gym.train.training_free.client import PolicyClient, open_endpoint, open_local, served_model
+
+    rewards = reward_functions(config)
+    grpo = config.train.grpo
+    if grpo.api_base:
+        secret = api_key(config)
+        raw = open_endpoint(grpo.api_base, secret, timeout)
+        model, closer = await served_model(raw, config.model.name_or_path), None
+    else:
+        secret = None
+        raw, model, closer = open_local(config.model.name_or_path, timeout)
+    client = PolicyClient(raw, model, concurrency=concurrency, backoff=backoff, secret=secret, closer=closer)
+    try:
+        folder = config.resolve_path(grpo.experience_lib_path)
+        return await TrainingFreeLoop(rows, rewards, client, folder, options, model).run()
+    finally:
+        await client.aclose()
+
+
+def results_section(config: GymConfig, result: LoopResult) -> dict[str, Any]:
+    """What train_results.json says about a training-free run (never the API key: only its variable's name)."""
+    library = result.library
+    return {
+        "model": library.model,
+        "api_base": config.train.grpo.api_base or "local (in process)",
+        "experience_lib_path": str(config.resolve_path(config.train.grpo.experience_lib_path)),
+        "experiences": library.experiences,
+        "library_step": library.step,
+        "resumed_from_step": result.resumed_from_step,
+        "totals": library.totals,
+        "steps": result.steps,
+    }
+
+
+class _OneProcess:
+    """The runner's view of accelerate: a single process that saves and needs no barrier."""
+
+    is_main_process = True
+
+    def wait_for_everyone(self) -> None:
+        """Nothing to wait for."""
+
+
+class TrainingFreeTrainer:
+    """The frozen model's experience library, learned by :class:`TrainingFreeLoop`."""
+
+    def __init__(self, config: GymConfig, rows: list[dict[str, Any]], show_progress: bool) -> None:
+        self.config, self.rows, self.show_progress = config, rows, show_progress
+        self.state = SimpleNamespace(global_step=0)
+        self.accelerator = _OneProcess()
+        self.result: LoopResult | None = None
+
+    @property
+    def gym_tokens(self) -> int:
+        totals = self.result.library.totals if self.result else {}
+        return int(totals.get("tokens_in", 0) + totals.get("tokens_out", 0))
+
+    def remove_callback(self, callback: Any) -> None:
+        """Nothing to remove: this loop reports through its own progress bar."""
+
+    def train(self, resume_from_checkpoint: str | None = None) -> LoopResult:
+        """Run (or continue: the library folder's newest step decides, not ``resume_from_checkpoint``)."""
+        options = options_for(self.config, self.show_progress)
+        self.result = asyncio.run(run_loop(self.config, self.rows, options))
+        self.state.global_step = self.result.library.step
+        return self.result
+
+    def save_model(self, output_dir: str) -> None:
+        """The final library and the model it belongs to: what `gym serve --experiences` needs."""
+        assert self.result is not None, "train() first"
+        output = Path(output_dir)
+        atomic_write_json(output / "experiences.json", self.result.library.as_json())
+        atomic_write_json(output / "training_free.json", {
+            "model": self.config.model.name_or_path, "policy_model": self.result.library.model,
+            "api_base": self.config.train.grpo.api_base, "experiences": "experiences.json",
+            "library": str(self.config.resolve_path(self.config.train.grpo.experience_lib_path)),
+            "step": self.result.library.step,
+        })  # fmt: skip
+
+    def gym_result_overrides(self) -> dict[str, Any]:
+        """train_results.json as a training-free run means it: requests and tokens in + out, no weights."""
+        if self.result is None:
+            return {}
+        totals = self.result.library.totals
+        tokens = int(totals.get("tokens_in", 0) + totals.get("tokens_out", 0))
+        seconds = self.result.wall_seconds
+        return {
+            "steps": self.result.library.step,
+            "tokens": tokens,
+            "wall_seconds": round(seconds, 3),
+            "tokens_per_second": round(tokens / seconds, 1) if seconds else 0.0,
+            "trainable_parameters": 0,
+            "final_loss": None,
+            "loss_curve": [],
+            "adapter": "none (training-free)",
+            "training_free": results_section(self.config, self.result),
+        }
+
+
+def prompt_list(rows: Any) -> list[dict[str, Any]]:
+    """Prepared rows as ``{"prompt": messages, "reference": answer}`` dicts (the grpo method's conversion)."""
+    from gym.train.methods.grpo import prompt_rows
+
+    return [{"prompt": list(r["prompt"]), "reference": r["reference"]} for r in prompt_rows(rows)]
+
+
+def build_training_free(ctx: TrainContext) -> TrainingFreeTrainer:
+    show = any(getattr(callback, "show", False) for callback in ctx.callbacks)
+    return TrainingFreeTrainer(ctx.config, prompt_list(ctx.data.train), show)

@@ -1,0 +1,158 @@
+"""A recording GitHub REST API on 127.0.0.1: just the routes PyGithub calls for the action.
+
+State is plain dicts the test fills (pulls, files, labels, comments, compares, commits); every request
+is recorded as (method, path, json body). ``read_only`` answers writes with 403 like the read-only
+token GitHub gives a fork's pull request. URLs in responses point back at this server, as PyGithub
+follows them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any = None
+    authorized: bool = False
+
+
+@dataclass
+class FakeGitHub:
+    repo: str = "acme/models"
+    token: str = ""
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {"head_repo": str | None}
+    files: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    labels: dict[int, list[str]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    compares: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # "base...head" -> files
+    commits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    read_only: bool = False
+    requests: list[Recorded] = field(default_factory=list)
+    base: str = ""
+    _next_id: int = 1000
+
+    # -- helpers for assertions ------------------------------------------------------------------
+    def calls(self, method: str, pattern: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+    # -- JSON shapes -------------------------------------------------------------------------------
+    def _repo_json(self, name: str | None = None) -> dict[str, Any]:
+        name = name or self.repo
+        return {"id": 1, "name": name.split("/")[1], "full_name": name, "url": f"{self.base}/repos/{name}",
+                "html_url": f"https://github.example/{name}", "default_branch": "main",
+                "fork": name != self.repo, "owner": {"login": name.split("/")[0], "type": "Organization"}}  # fmt: skip
+
+    def _files_json(self, files: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return [
+            {"filename": f, "status": s, "sha": "0" * 40, "additions": 1, "deletions": 0, "changes": 1}
+            for f, s in files
+        ]
+
+    def _comment_json(self, number: int, comment: dict[str, Any]) -> dict[str, Any]:
+        cid = comment["id"]
+        return {"id": cid, "body": comment["body"], "user": comment["user"],
+                "url": f"{self.base}/repos/{self.repo}/issues/comments/{cid}",
+                "html_url": f"https://github.example/{self.repo}/pull/{number}#issuecomment-{cid}",
+                "issue_url": f"{self.base}/repos/{self.repo}/issues/{number}"}  # fmt: skip
+
+    def _issue_json(self, number: int) -> dict[str, Any]:
+        url = f"{self.base}/repos/{self.repo}/issues/{number}"
+        return {"id": number, "number": number, "url": url, "comments_url": f"{url}/comments",
+                "labels_url": f"{url}/labels{{/name}}", "state": "open", "title": "change gym.toml",
+                "labels": [{"name": n} for n in self.labels.get(number, [])],
+                "pull_request": {"url": f"{self.base}/repos/{self.repo}/pulls/{number}"}}  # fmt: skip
+
+    def _pull_json(self, number: int) -> dict[str, Any]:
+        pull = self.pulls[number]
+        head = pull.get("head_repo", self.repo)
+        return {"id": number, "number": number, "state": "open",
+                "url": f"{self.base}/repos/{self.repo}/pulls/{number}",
+                "issue_url": f"{self.base}/repos/{self.repo}/issues/{number}",
+                "head": {"ref": "feature", "sha": "a" * 40, "repo": self._repo_json(head) if head else None},
+                "base": {"ref": "main", "sha": "b" * 40, "repo": self._repo_json()}}  # fmt: skip
+
+    # -- routing -----------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        prefix = f"/repos/{self.repo}"
+        if not path.startswith(prefix):
+            return 404, {"message": "Not Found"}
+        rest = path[len(prefix) :]
+        if method in ("POST", "PATCH", "PUT", "DELETE") and self.read_only:
+            return 403, {"message": "Resource not accessible by integration"}
+        routes = [
+            ("GET", r"", lambda: (200, self._repo_json())),
+            ("GET", r"/pulls/(\d+)", lambda n: (200, self._pull_json(int(n)))),
+            ("GET", r"/pulls/(\d+)/files", lambda n: (200, self._files_json(self.files.get(int(n), [])))),
+            ("GET", r"/issues/(\d+)", lambda n: (200, self._issue_json(int(n)))),
+            ("GET", r"/issues/(\d+)/labels", lambda n: (200, [{"name": x, "color": "fff"} for x in self.labels.get(int(n), [])])),
+            ("GET", r"/issues/(\d+)/comments", lambda n: (200, [self._comment_json(int(n), c) for c in self.comments.get(int(n), [])])),
+            ("POST", r"/issues/(\d+)/comments", lambda n: self._create(int(n), body)),
+            ("PATCH", r"/issues/comments/(\d+)", lambda cid: self._edit(int(cid), body)),
+            ("GET", r"/compare/([^/]+)", lambda spec: (200, {"files": self._files_json(self.compares.get(spec, []))})),
+            ("GET", r"/commits/(\w+)", lambda sha: (200, {"sha": sha, "url": f"{self.base}{path}", "files": self._files_json(self.commits.get(sha, []))})),
+        ]  # fmt: skip
+        for route_method, pattern, answer in routes:
+            match = re.fullmatch(pattern, rest)
+            if match and route_method == method:
+                return answer(*match.groups())
+        return 404, {"message": "Not Found"}
+
+    def _create(self, number: int, body: dict[str, Any]) -> tuple[int, Any]:
+        self._next_id += 1
+        comment = {
+            "id": self._next_id,
+            "body": body["body"],
+            "user": {"login": "github-actions[bot]", "type": "Bot"},
+        }
+        self.comments.setdefault(number, []).append(comment)
+        return 201, self._comment_json(number, comment)
+
+    def _edit(self, cid: int, body: dict[str, Any]) -> tuple[int, Any]:
+        for number, comments in self.comments.items():
+            for comment in comments:
+                if comment["id"] == cid:
+                    comment["body"] = body["body"]
+                    return 200, self._comment_json(number, comment)
+        return 404, {"message": "Not Found"}
+
+
+def serve(state: FakeGitHub) -> tuple[ThreadingHTTPServer, str]:
+    """Start the server on a free port of 127.0.0.1; returns it and its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            path = urlsplit(self.path).path
+            authorized = self.headers.get("Authorization", "") in (
+                f"token {state.token}",
+                f"Bearer {state.token}",
+            )
+            state.requests.append(Recorded(self.command, path, body, authorized))
+            status, payload = state.handle(self.command, path, body)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.base = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state.base

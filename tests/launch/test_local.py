@@ -1,0 +1,79 @@
+"""`gym launch` on this machine: every stage's artifact, finished stages skipped, --force reruns them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gym.cli import app
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GYM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "quickstart"
+    shutil.copytree(REPO / "examples" / "quickstart", folder, ignore=shutil.ignore_patterns("outputs"))
+    return folder / "gym.toml"
+
+
+FAST = ["--max_steps", "6", "--save_steps", "3", "--set", "eval.limit=4", "--project.output_dir=out"]
+
+
+def test_launch_runs_every_stage_then_skips_then_force_reruns(quickstart: Path) -> None:
+    runner = CliRunner()
+    first = runner.invoke(app, ["launch", str(quickstart), *FAST])
+    assert first.exit_code == 0, first.output
+    out = quickstart.parent / "out"
+    for artifact in (
+        "model.safetensors",
+        "tokenizer.json",
+        "train_results.json",
+        "eval_results.json",
+        "README.md",
+        "gym.toml",
+    ):
+        assert (out / artifact).is_file(), artifact
+    assert list((out / ".eval_results").glob("*.yaml"))
+    state = json.loads((out / "gym_state.json").read_text())
+    assert {name: stage["status"] for name, stage in state["stages"].items()} == {
+        "train": "done", "eval": "done", "card": "done", "space": "skipped",
+    }  # fmt: skip
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["results"][0]["task"] == "gym_reverse" and results["base_model"]
+    assert "gym_reverse" in first.output and "tuned" in first.output
+
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    second = runner.invoke(app, ["launch", str(quickstart), *FAST])
+    assert second.exit_code == 0, second.output
+    assert second.output.count("already done for this config") == 3
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+
+    forced = runner.invoke(app, ["launch", str(quickstart), *FAST, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "already done" not in forced.output
+    assert (out / "model.safetensors").stat().st_mtime_ns != stamp
+
+
+def test_changed_config_reruns(quickstart: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["launch", str(quickstart), *FAST, "--set", "eval.tasks=[]"]).exit_code == 0
+    rerun = runner.invoke(
+        app, ["launch", str(quickstart), *FAST, "--set", "eval.tasks=[]", "--learning_rate", "1e-3"]
+    )
+    assert rerun.exit_code == 0 and "already done" not in rerun.output
+    assert "eval.tasks is empty" in rerun.output
+
+
+def test_launch_errors_are_one_sentence(quickstart: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["launch", str(quickstart), *FAST, "--set", 'datasets.0.path="missing.jsonl"']
+    )
+    assert result.exit_code == 1
+    assert "missing.jsonl" in result.output and "Traceback" not in result.output
