@@ -128,6 +128,8 @@ def run_local(
     state = read_state(folder)
     if state.get("config") != digest or force:
         state = {"config": digest, "stages": {}}
+    if force:  # a forced run trains from scratch rather than resuming its own last checkpoint
+        config = config.model_copy(update={"train": config.train.model_copy(update={"resume": "never"})})
     outcomes: dict[str, StageOutcome] = {}
     for name, stage in STAGES:
         previous = state["stages"].get(name)

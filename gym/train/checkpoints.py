@@ -20,6 +20,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 MARKER = "gym_complete.json"
+# Keys that may change between a run and its resumption: how long to train and how to log or save.
+RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "save_total_limit", "logging_steps", "resume", "report_to", "cpu_threads"}
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -36,15 +38,43 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(staging, path)
 
 
+def training_fingerprint(config: Any) -> str:
+    """Hash of everything that shapes the weights: model, data and training settings.
+
+    A checkpoint resumes only a run with the same fingerprint, so editing the learning rate or the
+    data never silently continues from weights trained another way; extending ``max_steps`` does resume.
+    """
+    import hashlib
+
+    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    blob = json.dumps(
+        {"model": config.model.model_dump(mode="json"), "datasets": [d.model_dump(mode="json") for d in config.datasets],
+         "train": train},
+        sort_keys=True,
+    )  # fmt: skip
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 class CompleteCheckpoints(TrainerCallback):
-    """Marks each checkpoint complete once the Trainer has written all of it."""
+    """Marks each checkpoint complete (with the run's fingerprint) once the Trainer has written all of it."""
+
+    def __init__(self, fingerprint: str = "") -> None:
+        self.fingerprint = fingerprint
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
-            _atomic_write(folder / MARKER, json.dumps({"step": state.global_step, "time": time.time()}))
+            marker = {"step": state.global_step, "time": time.time(), "fingerprint": self.fingerprint}
+            _atomic_write(folder / MARKER, json.dumps(marker))
+
+
+def _fingerprint_of(path: Path) -> str:
+    try:
+        return str(json.loads((path / MARKER).read_text()).get("fingerprint", ""))
+    except (OSError, json.JSONDecodeError):
+        return ""
 
 
 def checkpoints(folder: Path) -> list[tuple[int, Path, bool]]:
@@ -58,8 +88,12 @@ def checkpoints(folder: Path) -> list[tuple[int, Path, bool]]:
     return sorted(found)
 
 
-def resume_point(folder: Path, resume: str) -> Path | None:
-    """The checkpoint to resume from for ``train.resume`` ('auto', 'never' or a path), or None."""
+def resume_point(folder: Path, resume: str, fingerprint: str = "", warn: Any = None) -> Path | None:
+    """The checkpoint to resume from for ``train.resume`` ('auto', 'never' or a path), or None.
+
+    With 'auto', checkpoints written under another model, data or training settings (another
+    fingerprint) are passed over with a warning, and incomplete ones are removed.
+    """
     if resume == "never":
         return None
     if resume != "auto":
@@ -70,9 +104,17 @@ def resume_point(folder: Path, resume: str) -> Path | None:
             )
         return path
     complete = None
+    stale = []
     for _, path, is_complete in checkpoints(folder):
-        if is_complete:
-            complete = path
-        else:  # written by a run that died while saving: never resume from it
+        if not is_complete:  # written by a run that died while saving: never resume from it
             shutil.rmtree(path, ignore_errors=True)
+        elif fingerprint and _fingerprint_of(path) != fingerprint:
+            stale.append(path.name)
+        else:
+            complete = path
+    if stale and warn is not None:
+        warn(
+            f"not resuming from {', '.join(stale)} in {folder}: written with other model, data or training "
+            "settings; training starts over (set train.resume = 'never' to skip this check)"
+        )
     return complete

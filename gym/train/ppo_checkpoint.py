@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gym.train.checkpoints import MARKER, _atomic_write, checkpoints
+from gym.train.checkpoints import MARKER, _atomic_write, checkpoints, training_fingerprint
 
 if TYPE_CHECKING:
     from gym.train.ppo import PPOTrainer
@@ -73,7 +73,8 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
     torch.save(trainer.scheduler.state_dict(), folder / SCHEDULER)
     torch.save(rng_state(), folder / RNG)
     trainer.state.save_to_json(str(folder / STATE))
-    _atomic_write(folder / MARKER, json.dumps({"step": trainer.state.global_step, "time": time.time()}))
+    marker = {"step": trainer.state.global_step, "time": time.time(), "fingerprint": training_fingerprint(trainer.config)}
+    _atomic_write(folder / MARKER, json.dumps(marker))
     prune(folder.parent, trainer.args.save_total_limit)
     return folder
 

@@ -58,6 +58,13 @@ def write_resolved_config(config: GymConfig, folder: Path) -> None:
     (folder / "gym.toml").write_text(header + tomlkit.dumps(data), encoding="utf-8")
 
 
+def _warn(message: str) -> None:
+    if is_main_process():
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[yellow]warning[/yellow] {message}", markup=True, highlight=False, soft_wrap=True)
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -91,7 +98,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter, trainable_parameters
     from gym.model.loading import load_model, load_tokenizer
-    from gym.train.checkpoints import CompleteCheckpoints, resume_point
+    from gym.train.checkpoints import CompleteCheckpoints, resume_point, training_fingerprint
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
 
@@ -109,7 +116,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         tokenizer,
         data,
         checkpoint_dir,
-        [CompleteCheckpoints(), progress],
+        [CompleteCheckpoints(training_fingerprint(config)), progress],
     )
     trainer = builder(context)
     trained_model = getattr(trainer, "model", None)
@@ -121,7 +128,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         PrinterCallback
     )  # the progress bar shows loss; the curve goes to train_results.json
     progress.token_source = lambda: getattr(trainer, "gym_tokens", 0)
-    resume = resume_point(checkpoint_dir, config.train.resume)
+    resume = resume_point(checkpoint_dir, config.train.resume, training_fingerprint(config), warn=_warn)
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
 
     result = TrainResult(
