@@ -49,7 +49,7 @@ def test_init_rejects_unknown_method(tmp_path: Path) -> None:
 def test_validate_summary_names_the_essentials() -> None:
     result = runner.invoke(app, ["validate", str(REPO / "examples" / "quickstart" / "gym.toml")])
     assert result.exit_code == 0, result.output
-    for words in ("builtin:tiny", "reverse", "sft + full", "300 steps"):
+    for words in ("builtin:tiny", "reverse", "sft + full", "600 steps", "gym_reverse"):
         assert words in result.output
 
 

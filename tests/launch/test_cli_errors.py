@@ -90,9 +90,3 @@ def test_dataset_outside_the_synced_folder(project, server_hits) -> None:
     path = project("\n[compute]\n", base=BASE.replace("data/train.jsonl", "../../outside.jsonl"))
     result = runner.invoke(_app(), ["launch", "--cloud", "--dryrun", str(path)])
     assert result.exit_code == 1 and "lies outside" in result.output and server_hits == []
-
-
-def test_launch_without_cloud_is_not_available_yet(project) -> None:
-    result = runner.invoke(_app(), ["launch", str(project())])
-    assert result.exit_code == 2
-    assert "local `gym launch` is not available yet" in result.output

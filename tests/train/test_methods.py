@@ -139,7 +139,7 @@ def test_reward_model_loss_falls(tmp_path: Path, adapter: str) -> None:
     assert result.steps == 12
     assert _falls([loss for _, loss in result.loss_curve]), result.loss_curve
     accuracies = [entry["accuracy"] for entry in _history(tmp_path, 12)]
-    assert _mean(accuracies[-3:]) >= _mean(accuracies[:3]), accuracies
+    assert _mean(accuracies[-3:]) >= 0.75, accuracies  # ranks the chosen answer first (tiny data: near 1.0)
     saved = json.loads(
         (tmp_path / "out" / ("adapter_config.json" if adapter == "lora" else "config.json")).read_text()
     )
