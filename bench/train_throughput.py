@@ -40,8 +40,12 @@ folder = ensure_builtin("builtin:tiny")
 tok = AutoTokenizer.from_pretrained(folder)
 tok.chat_template = TEMPLATES["chatml"].jinja
 rows = json.load(open(sys.argv[3]))
-data = Dataset.from_list([{"messages": [{"role": "user", "content": (r["instruction"] + "\\n" + r["input"]).strip()},
-                                         {"role": "assistant", "content": r["output"]}]} for r in rows])
+chats = [{"messages": [{"role": "user", "content": (r["instruction"] + "\\n" + r["input"]).strip()},
+                       {"role": "assistant", "content": r["output"]}]} for r in rows]
+# The rows Gym keeps: Gym skips a row longer than max_length where TRL would truncate it, so both train
+# on the same whole conversations and tokens/s compares like with like.
+chats = [c for c in chats if len(tok.apply_chat_template(c["messages"], tokenize=True, return_dict=False)) <= %(max_length)d]
+data = Dataset.from_list(chats)
 args = SFTConfig(output_dir=out, max_steps=steps, per_device_train_batch_size=%(batch)d, learning_rate=%(lr)g,
                  max_length=%(max_length)d, logging_steps=10, save_strategy="no", report_to="none", seed=42,
                  use_cpu=True, disable_tqdm=True, lr_scheduler_type="constant", dataloader_num_workers=0)
