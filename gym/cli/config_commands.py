@@ -8,12 +8,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gym.cli.output import console, errors, report_config_error
+from gym.cli.output import (
+    CONFIG_AND_FLAGS,
+    EXTRA_ARGS,
+    console,
+    errors,
+    load_config_or_exit,
+    report_config_error,
+)
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
-
-EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
 def _summary(config: GymConfig) -> None:
@@ -80,29 +85,12 @@ def _warnings(config: GymConfig) -> list[str]:
     return notes
 
 
-CONFIG_AND_FLAGS = typer.Argument(
-    None,
-    metavar="[GYM.TOML] [--KEY VALUE]...",
-    help="The gym.toml (default ./gym.toml), then flags overriding its keys: --learning_rate 1e-4, "
-    "--train.lora.r=8, --set eval.limit=10, or LLaMA-Factory names (--model_name_or_path, --dataset, ...).",
-    show_default=False,
-)
-
-
 def validate(
     args: list[str] | None = CONFIG_AND_FLAGS,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the file is valid."),
 ) -> None:
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
-    from gym.config import ConfigError, config_from_args
-    from gym.config.cli_args import split_config_and_flags
-
-    config, flags = split_config_and_flags(args or [])
-    try:
-        loaded = config_from_args(config, flags)
-    except ConfigError as error:
-        report_config_error(error)
-        raise typer.Exit(1) from None
+    loaded, config, _ = load_config_or_exit(args)
     if quiet:
         return
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"

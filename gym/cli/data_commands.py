@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
-from gym.cli.config_commands import CONFIG_AND_FLAGS
-from gym.cli.output import console, errors, report_config_error
+from gym.cli.output import CONFIG_AND_FLAGS, console, fail, load_config_or_exit
 
 data_app = typer.Typer(
     help="Training data: preview samples and loss masks, prepare (tokenize + cache).", no_args_is_help=True
@@ -14,15 +12,7 @@ data_app = typer.Typer(
 
 
 def _prepare(args: list[str] | None, use_cache: bool):  # -> (PreparedData, tokenizer)
-    from gym.config import ConfigError, config_from_args
-    from gym.config.cli_args import split_config_and_flags
-
-    path, flags = split_config_and_flags(args or [])
-    try:
-        config = config_from_args(path, flags)
-    except ConfigError as error:
-        report_config_error(error)
-        raise typer.Exit(1) from None
+    config, _, _ = load_config_or_exit(args)
     from gym.data.prepare import prepare_data
     from gym.data.report import DataError
     from gym.model.loading import ModelError, load_tokenizer
@@ -32,8 +22,7 @@ def _prepare(args: list[str] | None, use_cache: bool):  # -> (PreparedData, toke
             tokenizer = load_tokenizer(config)
         return prepare_data(config, tokenizer, use_cache=use_cache), tokenizer
     except (DataError, ModelError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise fail(str(error)) from None
 
 
 @data_app.command("preview")

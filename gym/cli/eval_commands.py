@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from gym.cli.config_commands import CONFIG_AND_FLAGS
-from gym.cli.output import console, errors, report_config_error
+from gym.cli.output import CONFIG_AND_FLAGS, console, errors, fail, load_config_or_exit
 
 
 def eval_command(
@@ -34,23 +33,14 @@ def eval_command(
     no_card: bool = typer.Option(False, "--no-card", help="Write eval_results.json only, not README.md."),
 ) -> None:
     """Evaluate with lm-eval (eval.tasks: lm-eval names, task YAML paths, gym_reverse) and write the model card."""
-    from gym.config import ConfigError, config_from_args
-    from gym.config.cli_args import split_config_and_flags
-
-    path, flags = split_config_and_flags(args or [])
-    try:
-        config = config_from_args(path, flags)
-    except ConfigError as error:
-        report_config_error(error)
-        raise typer.Exit(1) from None
+    config, _, _ = load_config_or_exit(args)
 
     from gym.eval import EvalError, evaluate, results_table_rich
 
     try:
         report = evaluate(config, model, chat_template=chat_template)
     except EvalError as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise fail(str(error)) from None
     folder = output or (Path(report.model) if Path(report.model).is_dir() else config.output_path)
     try:
         written = [report.write(folder)]

@@ -8,44 +8,14 @@ usage), never a traceback.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gym.cli.output import console, errors, report_config_error
+from gym.cli.output import CONFIG_AND_FLAGS, EXTRA_ARGS, console, errors, fail, load_config_or_exit
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
-
-EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-CONFIG_AND_FLAGS = typer.Argument(
-    None,
-    metavar="[GYM.TOML] [--KEY VALUE]...",
-    help="The gym.toml (default ./gym.toml), then flags overriding its keys (--learning_rate 1e-4, ...).",
-    show_default=False,
-)
-
-
-def _load(args: list[str] | None) -> tuple[GymConfig, Path | None, list[str]]:
-    from gym.config import ConfigError, config_from_args
-    from gym.config.cli_args import split_config_and_flags
-
-    path, flags = split_config_and_flags(args or [])
-    try:
-        return config_from_args(path, flags), path, flags
-    except ConfigError as error:
-        report_config_error(error)
-        raise typer.Exit(1) from None
-
-
-def _fail(message: str) -> typer.Exit:
-    from rich.markup import escape
-
-    # The message quotes the user's text and TOML tables ("[compute]"): never read it as rich markup.
-    errors.print(f"[red]error[/red] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
 
 
 def _plain(stream: Any) -> Callable[[str], None]:
@@ -69,7 +39,7 @@ def launch(
     force: bool = typer.Option(False, "--force", help="Local run: redo stages that already finished."),
 ) -> None:
     """Run the whole pipeline: train → eval → card → Space, here (default) or with --cloud through SkyPilot."""
-    config, path, flags = _load(args)
+    config, path, flags = load_config_or_exit(args)
     if not cloud:
         _launch_local(config, force)
         return
@@ -82,9 +52,9 @@ def launch(
             config, path, dryrun=dryrun, flags=flags, detach=detach, echo=_plain(console), warn=_plain(errors)
         )
     except LaunchError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     except ImportError as error:
-        raise _fail(
+        raise fail(
             f"gym launch --cloud needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})"
         ) from None
 
@@ -105,7 +75,7 @@ def _launch_local(config: GymConfig, force: bool) -> None:
     try:
         outcomes = run_local(config, force=force, echo=_plain(console))
     except (DataError, ModelError, ResumeError, EvalError, ValueError) as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     console.print(summary_table(config, outcomes))
 
 
@@ -113,15 +83,15 @@ def status(args: list[str] | None = CONFIG_AND_FLAGS) -> None:
     """Show the cloud jobs of a gym.toml's run (SkyPilot's job queue), with their recoveries."""
     from gym.launch.task import LaunchError
 
-    config, _, _ = _load(args)
+    config, _, _ = load_config_or_exit(args)
     try:
         from gym.launch.cloud import cloud_status
 
         cloud_status(config, echo=_plain(console))
     except LaunchError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     except ImportError as error:
-        raise _fail(f"gym status needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
+        raise fail(f"gym status needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
 
 
 def logs(
@@ -132,15 +102,15 @@ def logs(
     """Stream the logs of a gym.toml's cloud run (the latest job unless --job-id)."""
     from gym.launch.task import LaunchError
 
-    config, _, _ = _load(args)
+    config, _, _ = load_config_or_exit(args)
     try:
         from gym.launch.cloud import cloud_logs
 
         code = cloud_logs(config, job_id=job_id, follow=follow)
     except LaunchError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     except ImportError as error:
-        raise _fail(f"gym logs needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
+        raise fail(f"gym logs needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
     if code:
         raise typer.Exit(code)
 

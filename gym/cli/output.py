@@ -1,16 +1,31 @@
-"""Console helpers shared by the commands: one place decides how errors and summaries look."""
+"""What every command shares: how it reads ``[gym.toml] [--flags]``, and how errors and summaries look."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from gym.config import GymConfig
     from gym.config.errors import ConfigError
 
 console = Console()
 errors = Console(stderr=True)
+
+CONFIG_AND_FLAGS = typer.Argument(
+    None,
+    metavar="[GYM.TOML] [--KEY VALUE]...",
+    help="The gym.toml (default ./gym.toml), then flags overriding its keys: --learning_rate 1e-4, "
+    "--train.lora.r=8, --set eval.limit=10, or LLaMA-Factory names (--model_name_or_path, --dataset, ...).",
+    show_default=False,
+)
+"""The positional argument of every command that reads a config: a path, then override flags."""
+
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+"""Typer context settings that let override flags through to :data:`CONFIG_AND_FLAGS`."""
 
 
 def report_config_error(error: ConfigError) -> None:
@@ -19,3 +34,24 @@ def report_config_error(error: ConfigError) -> None:
         errors.print(str(issue), markup=False, highlight=False, soft_wrap=True)
     count = len(error.issues)
     errors.print(f"[red]{count} problem{'s' if count != 1 else ''} found[/red]")
+
+
+def load_config_or_exit(args: list[str] | None) -> tuple[GymConfig, Path | None, list[str]]:
+    """(config, its path or None for flags only, the flags) from ``[gym.toml] [--flags]``; exit 1 on errors."""
+    from gym.config import ConfigError, config_from_args
+    from gym.config.cli_args import split_config_and_flags
+
+    path, flags = split_config_and_flags(args or [])
+    try:
+        return config_from_args(path, flags), path, flags
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error <message>`` (the user's text is never read as markup) and return the Exit to raise."""
+    from rich.markup import escape
+
+    errors.print(f"[red]error[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)

@@ -7,10 +7,8 @@ import subprocess
 import sys
 
 import typer
-from rich.markup import escape
 
-from gym.cli.config_commands import CONFIG_AND_FLAGS
-from gym.cli.output import console, errors, report_config_error
+from gym.cli.output import CONFIG_AND_FLAGS, EXTRA_ARGS, console, fail, load_config_or_exit
 
 
 def train(
@@ -21,15 +19,7 @@ def train(
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar (logs only)."),
 ) -> None:
     """Train: SFT, continued pretraining, DPO, KTO, reward models, PPO or GRPO, with LoRA/QLoRA/DoRA/full/freeze."""
-    from gym.config import ConfigError, config_from_args
-    from gym.config.cli_args import split_config_and_flags
-
-    path, flags = split_config_and_flags(args or [])
-    try:
-        config = config_from_args(path, flags)
-    except ConfigError as error:
-        report_config_error(error)
-        raise typer.Exit(1) from None
+    config, _, _ = load_config_or_exit(args)
     if nproc > 1 and "LOCAL_RANK" not in os.environ:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(nproc),
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
@@ -49,8 +39,7 @@ def train(
     try:
         result = run_training(config, show_progress=not no_progress)
     except (DataError, ModelError, ResumeError, ValueError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise fail(str(error)) from None
     if int(os.environ.get("RANK", "0")) == 0:
         console.print(
             f"[green]✓[/green] trained {result.steps} steps in {result.wall_seconds:.1f}s "
@@ -61,4 +50,4 @@ def train(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(train)
+    app.command(context_settings=EXTRA_ARGS)(train)

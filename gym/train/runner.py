@@ -127,7 +127,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     trainer.remove_callback(
         PrinterCallback
     )  # the progress bar shows loss; the curve goes to train_results.json
-    progress.token_source = lambda: getattr(trainer, "gym_tokens", 0)
+    # Gym's own trainers count tokens as ``gym_tokens``; TRL's count them as ``_total_train_tokens``.
+    progress.token_source = lambda: int(getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0)))
     resume = resume_point(checkpoint_dir, config.train.resume, training_fingerprint(config), warn=_warn)
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
 

@@ -148,19 +148,6 @@ def dpo_loss(config: GymConfig) -> str:
     return LOSS_TYPES[loss]
 
 
-def _trainer_class() -> type:
-    from trl import DPOTrainer
-
-    class GymDPOTrainer(DPOTrainer):
-        """DPOTrainer that reports the tokens it trained on to Gym's progress bar."""
-
-        @property
-        def gym_tokens(self) -> int:
-            return int(getattr(self, "_total_train_tokens", 0))
-
-    return GymDPOTrainer
-
-
 def build_dpo(ctx: TrainContext) -> Any:
     from trl import DPOConfig
 
@@ -174,7 +161,9 @@ def build_dpo(ctx: TrainContext) -> Any:
         beta=config.train.dpo.beta,
         loss_type=[loss],
     )
-    return _trainer_class()(
+    from trl import DPOTrainer
+
+    return DPOTrainer(
         model=ctx.model,
         ref_model=reference_model(ctx),
         args=args,

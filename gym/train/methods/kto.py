@@ -60,19 +60,6 @@ def shuffled(rows: Dataset, seed: int) -> Dataset:
     return rows.shuffle(seed=seed).flatten_indices()
 
 
-def _trainer_class() -> type:
-    from trl import KTOTrainer
-
-    class GymKTOTrainer(KTOTrainer):
-        """KTOTrainer that reports the tokens it trained on to Gym's progress bar."""
-
-        @property
-        def gym_tokens(self) -> int:
-            return int(getattr(self, "_total_train_tokens", 0))
-
-    return GymKTOTrainer
-
-
 def build_kto(ctx: TrainContext) -> Any:
     from trl import KTOConfig
 
@@ -91,7 +78,9 @@ def build_kto(ctx: TrainContext) -> Any:
         desirable_weight=kto.desirable_weight,
         undesirable_weight=kto.undesirable_weight,
     )
-    return _trainer_class()(
+    from trl import KTOTrainer
+
+    return KTOTrainer(
         model=ctx.model,
         ref_model=reference_model(ctx),
         args=args,

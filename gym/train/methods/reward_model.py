@@ -55,19 +55,6 @@ def load_reward_model(config: GymConfig, pad_token_id: int | None) -> Any:
     return apply_adapter(model, config)
 
 
-def _trainer_class() -> type:
-    from trl import RewardTrainer
-
-    class GymRewardTrainer(RewardTrainer):
-        """RewardTrainer that reports the tokens it trained on to Gym's progress bar."""
-
-        @property
-        def gym_tokens(self) -> int:
-            return int(getattr(self, "_total_train_tokens", 0))
-
-    return GymRewardTrainer
-
-
 def build_reward_model(ctx: TrainContext) -> Any:
     from trl import RewardConfig
 
@@ -78,7 +65,9 @@ def build_reward_model(ctx: TrainContext) -> Any:
         preference_rows(ctx.data.eval, "rm", explicit_prompt=False) if ctx.data.eval is not None else None
     )
     args = RewardConfig(**common_arguments(config, ctx.checkpoint_dir), max_length=config.train.max_length)
-    return _trainer_class()(
+    from trl import RewardTrainer
+
+    return RewardTrainer(
         model=load_reward_model(config, ctx.tokenizer.pad_token_id),
         args=args,
         train_dataset=train,
