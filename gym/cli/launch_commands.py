@@ -25,7 +25,7 @@ def _plain(stream: Any) -> Callable[[str], None]:
 def launch(
     args: list[str] | None = CONFIG_AND_FLAGS,
     cloud: bool = typer.Option(
-        False, "--cloud", help="Run on the cloud through SkyPilot, as [compute] says."
+        False, "--cloud", help="Run on the cloud through SkyPilot, as \\[compute] says."
     ),
     dryrun: bool = typer.Option(
         False,

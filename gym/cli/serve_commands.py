@@ -111,7 +111,7 @@ def export(
 
 def deploy(
     config: Path | None = typer.Argument(
-        None, help="gym.toml with [hub] and [space] (default ./gym.toml if present)."
+        None, help="gym.toml with \\[hub] and \\[space] (default ./gym.toml if present)."
     ),
     model_path: Path | None = typer.Option(
         None, "--model_path", "--model-path", help="Model folder to push (default: the run's output_dir)."
@@ -120,7 +120,7 @@ def deploy(
         None, "--hf_token", "--hf-token", help="Hub token (default: $hub.token_env).", show_default=False
     ),
     push_to_hub: bool = typer.Option(
-        False, "--push_to_hub", "--push-to-hub", help="Push without a gym.toml [hub] table."
+        False, "--push_to_hub", "--push-to-hub", help="Push without a gym.toml \\[hub] table."
     ),
     repo_id: str | None = typer.Option(
         None, "--repo-id", help="Model repository (default: hub.repo_id, else USER/FOLDER)."

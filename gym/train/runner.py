@@ -90,6 +90,29 @@ def set_cpu_threads(config: GymConfig, parameters: int) -> None:
     torch.set_num_threads(int(wanted))
 
 
+TRACKER_PACKAGES = {
+    "wandb": ("wandb",),
+    "mlflow": ("mlflow",),
+    "tensorboard": ("tensorboard", "tensorboardX"),
+    "trackio": ("trackio",),
+    "comet_ml": ("comet_ml",),
+    "swanlab": ("swanlab",),
+}
+
+
+def check_trackers(config: GymConfig) -> None:
+    """Fail before any loading when a tracker in ``train.report_to`` is not installed."""
+    import importlib.util
+
+    for tracker in config.train.report_to:
+        packages = TRACKER_PACKAGES.get(tracker, (tracker,))
+        if not any(importlib.util.find_spec(name) is not None for name in packages):
+            raise ValueError(
+                f"train.report_to includes {tracker!r} but {' or '.join(packages)} is not installed; "
+                f"pip install {packages[0]}, or remove it from train.report_to"
+            )
+
+
 def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
     """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything."""
     from gym.quiet import quiet_libraries
@@ -102,6 +125,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
 
+    check_trackers(config)
     output = config.output_path
     checkpoint_dir = output / "checkpoints"
     builder = trainer_for(config.train.method)
