@@ -56,7 +56,7 @@ started = time.perf_counter()
 trainer.train()
 seconds = time.perf_counter() - started
 print("RESULT", json.dumps({"tokens": trainer._total_train_tokens, "seconds": seconds}))
-""" % {"batch": BATCH, "lr": LR, "max_length": MAX_LENGTH, "rank": RANK, "alpha": 2 * RANK}
+""" % {"batch": BATCH, "lr": LR, "max_length": MAX_LENGTH, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (the script is full of braces)
 
 GYM_SCRIPT = """
 import json, sys
