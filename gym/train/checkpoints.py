@@ -21,7 +21,16 @@ from transformers import TrainerCallback
 
 MARKER = "gym_complete.json"
 # Keys that may change between a run and its resumption: how long to train and how to log or save.
-RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "save_total_limit", "logging_steps", "resume", "report_to", "cpu_threads"}
+RESUMABLE_CHANGES = {
+    "max_steps",
+    "epochs",
+    "save_steps",
+    "save_total_limit",
+    "logging_steps",
+    "resume",
+    "report_to",
+    "cpu_threads",
+}
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 

@@ -73,7 +73,11 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
     torch.save(trainer.scheduler.state_dict(), folder / SCHEDULER)
     torch.save(rng_state(), folder / RNG)
     trainer.state.save_to_json(str(folder / STATE))
-    marker = {"step": trainer.state.global_step, "time": time.time(), "fingerprint": training_fingerprint(trainer.config)}
+    marker = {
+        "step": trainer.state.global_step,
+        "time": time.time(),
+        "fingerprint": training_fingerprint(trainer.config),
+    }
     _atomic_write(folder / MARKER, json.dumps(marker))
     prune(folder.parent, trainer.args.save_total_limit)
     return folder

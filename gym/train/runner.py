@@ -62,7 +62,9 @@ def _warn(message: str) -> None:
     if is_main_process():
         from rich.console import Console
 
-        Console(stderr=True).print(f"[yellow]warning[/yellow] {message}", markup=True, highlight=False, soft_wrap=True)
+        Console(stderr=True).print(
+            f"[yellow]warning[/yellow] {message}", markup=True, highlight=False, soft_wrap=True
+        )
 
 
 def is_main_process() -> bool:
@@ -152,7 +154,9 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         PrinterCallback
     )  # the progress bar shows loss; the curve goes to train_results.json
     # Gym's own trainers count tokens as ``gym_tokens``; TRL's count them as ``_total_train_tokens``.
-    progress.token_source = lambda: int(getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0)))
+    progress.token_source = lambda: int(
+        getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0))
+    )
     resume = resume_point(checkpoint_dir, config.train.resume, training_fingerprint(config), warn=_warn)
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
 
