@@ -184,3 +184,32 @@ def test_checkpoints_of_another_configuration_are_not_resumed(tmp_path: Path) ->
     warnings: list[str] = []
     assert resume_point(folder, "auto", training_fingerprint(changed), warn=warnings.append) is None
     assert "other model, data or training settings" in warnings[0]
+
+
+def test_continued_pretraining_loss_falls(tmp_path: Path) -> None:
+    rows = [{"text": f"the quick brown fox number {i} jumps over the lazy dog"} for i in range(200)]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "gym.toml").write_text(
+        '[project]\nname = "pt"\noutput_dir = "out"\n[model]\nname_or_path = "builtin:tiny"\n'
+        '[[datasets]]\npath = "corpus.jsonl"\nformat = "text"\n'
+        '[train]\nmethod = "pt"\nadapter = "full"\nmax_steps = 20\nlearning_rate = 3e-3\nbatch_size = 8\n'
+        "gradient_accumulation_steps = 1\nmax_length = 32\nlogging_steps = 1\nwarmup_ratio = 0.0\n"
+    )
+    result = run_training(load_config(tmp_path / "gym.toml"), show_progress=False)
+    losses = [loss for _, loss in result.loss_curve]
+    assert sum(losses[-3:]) / 3 < 0.6 * sum(losses[:3]) / 3, losses
+
+
+def test_seed_train_line_runs_verbatim_with_offline_stand_ins(tmp_path: Path) -> None:
+    """`gym train --model_name_or_path ... --template qwen3 --dataset custom_dataset`, builtin:tiny standing in."""
+    write_reverse_dataset(tmp_path / "data")
+    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({"custom_dataset": {"file_name": "train.jsonl"}}))
+    env = {**os.environ, "GYM_CACHE_DIR": str(tmp_path / "cache"), "CUDA_VISIBLE_DEVICES": ""}
+    line = ["--model_name_or_path", "builtin:tiny", "--template", "qwen3", "--dataset", "custom_dataset"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gym", "train", *line, "--max_steps", "2", "--output_dir", "out", "--no-progress"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "trained 2 steps" in done.stdout
+    assert "<|im_start|>" in (tmp_path / "out" / "chat_template.jinja").read_text()
