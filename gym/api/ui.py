@@ -14,12 +14,19 @@ from typing import Any
 from gym.api.backend import SamplingParams
 
 
-def chat_function(backend: Any, max_tokens: int = 256):
-    """A Gradio ChatInterface callback streaming the model's reply through ``backend``."""
+def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None = None):
+    """A Gradio ChatInterface callback streaming the model's reply through ``backend``.
+
+    ``system_prompt`` (a training-free experience library) is merged in exactly as the API does it.
+    """
 
     async def respond(message: str, history: list[dict[str, Any]]):
         messages = [{"role": turn["role"], "content": _text(turn["content"])} for turn in history]
         messages.append({"role": "user", "content": message})
+        if system_prompt:
+            from gym.train.experiences import with_experiences
+
+            messages = with_experiences(messages, system_prompt)
         prompt = backend.encode_chat(messages)
         room = max(1, min(max_tokens, backend.context_length - len(prompt)))
         reply = ""
@@ -40,10 +47,10 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
-def mount_chat(app: Any, backend: Any, title: str) -> Any:
+def mount_chat(app: Any, backend: Any, title: str, system_prompt: str | None = None) -> Any:
     import gradio as gr
 
-    demo = gr.ChatInterface(chat_function(backend), title=title, api_name="chat")
+    demo = gr.ChatInterface(chat_function(backend, system_prompt=system_prompt), title=title, api_name="chat")
     return gr.mount_gradio_app(app, demo, path="/")
 
 
@@ -58,7 +65,15 @@ def create_space_app(settings_file: str | Path) -> Any:
     settings = json.loads(Path(settings_file).read_text(encoding="utf-8"))
     model = os.environ.get("GYM_MODEL") or settings["model"]
     api_key = os.environ.get(settings.get("api_key_env", "GYM_API_KEY")) or None
+    system_prompt = None
+    if settings.get("experiences"):  # a training-free GRPO library carried by the Space
+        from gym.train.experiences import load_experiences, render_system_prompt
+
+        system_prompt = render_system_prompt(
+            load_experiences(Path(settings_file).with_name(settings["experiences"]))
+        )
     app = build_serving_app(
-        model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name")
-    )
-    return mount_chat(app, app.state.backend, settings.get("title", model))
+        model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name"),
+        system_prompt=system_prompt,
+    )  # fmt: skip
+    return mount_chat(app, app.state.backend, settings.get("title", model), system_prompt)

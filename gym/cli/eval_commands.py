@@ -31,6 +31,11 @@ def eval_command(
         None, "--license", help="License id for the model card (e.g. apache-2.0)."
     ),
     no_card: bool = typer.Option(False, "--no-card", help="Write eval_results.json only, not README.md."),
+    experiences: Path | None = typer.Option(
+        None,
+        "--experiences",
+        help="A training-free GRPO library (experiences/latest.json): score the model with it vs without it.",
+    ),
 ) -> None:
     """Evaluate with lm-eval (eval.tasks: lm-eval names, task YAML paths, gym_reverse) and write the model card."""
     config, _, _ = load_config_or_exit(args)
@@ -38,7 +43,7 @@ def eval_command(
     from gym.eval import EvalError, evaluate, results_table_rich
 
     try:
-        report = evaluate(config, model, chat_template=chat_template)
+        report = evaluate(config, model, chat_template=chat_template, experiences=experiences)
     except EvalError as error:
         raise fail(str(error)) from None
     folder = output or (Path(report.model) if Path(report.model).is_dir() else config.output_path)

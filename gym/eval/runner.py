@@ -31,12 +31,17 @@ def evaluate(
     *,
     chat_template: bool | None = None,
     quiet: bool = True,
+    experiences: str | Path | None = None,
 ) -> EvalReport:
     """Score the tuned model (``model_path`` or ``config.output_path``) and, with ``eval.baseline``, its base.
 
     ``chat_template`` forces lm-eval's ``apply_chat_template`` on (or off) for every task; None keeps the
-    per-task default (on for Gym's tasks, off for lm-eval's and local ones). Raises :class:`EvalError`.
+    per-task default (on for Gym's tasks, off for lm-eval's and local ones). With ``experiences`` (a
+    training-free GRPO library) the frozen model is scored with the library in its system prompt, and
+    the baseline is the same model without it. Raises :class:`EvalError`.
     """
+    if experiences is not None:
+        return _evaluate_experiences(config, model_path, Path(experiences), chat_template, quiet)
     if not config.eval.tasks:
         raise EvalError("eval.tasks is empty; list lm-eval task names, task YAML paths, or 'gym_reverse'")
     if quiet:
@@ -89,8 +94,57 @@ def evaluate(
     )
 
 
+def _evaluate_experiences(
+    config: GymConfig, model_path: str | Path | None, library: Path, chat: bool | None, quiet: bool
+) -> EvalReport:
+    """Training-free GRPO: the same frozen model with and without its experience library."""
+    from importlib.metadata import version
+
+    from gym.eval.models import load_base, load_tuned
+    from gym.train.experiences import load_experiences, render_system_prompt
+
+    try:
+        system = render_system_prompt(load_experiences(library))
+    except (OSError, ValueError) as error:
+        raise EvalError(f"cannot read the experience library {library}: {error}") from None
+    if quiet:
+        for name in ("lm_eval", "lm-eval"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    manager, loaded = load_tasks([resolve_spec(entry, config) for entry in config.eval.tasks])
+    model, tokenizer = load_base(config) if model_path is None else load_tuned(config, Path(str(model_path)))
+    wall: dict[str, float] = {}
+    start = time.perf_counter()
+    with_library = _run(model, tokenizer, loaded, manager, config, chat, system)
+    wall["with_experiences"] = round(time.perf_counter() - start, 3)
+    start = time.perf_counter()
+    without = {(s.task, s.metric, s.filter): s for s in _run(model, tokenizer, loaded, manager, config, chat)}
+    wall["without_experiences"] = round(time.perf_counter() - start, 3)
+    for score in with_library:
+        other = without.get((score.task, score.metric, score.filter))
+        if other is not None and other.value is not None:
+            score.base_value = other.value
+            score.delta = None if score.value is None else score.value - other.value
+    name = str(model_path or config.model.name_or_path)
+    return EvalReport(
+        model=f"{name} + experiences ({library})",
+        results=with_library,
+        base_model=f"{name} without experiences",
+        lm_eval_version=version("lm_eval"),
+        num_fewshot=config.eval.num_fewshot,
+        limit=config.eval.limit,
+        batch_size=config.eval.batch_size,
+        wall_seconds=wall,
+    )
+
+
 def _run(
-    model: Any, tokenizer: Any, loaded: list[LoadedTask], manager: Any, config: GymConfig, chat: bool | None
+    model: Any,
+    tokenizer: Any,
+    loaded: list[LoadedTask],
+    manager: Any,
+    config: GymConfig,
+    chat: bool | None,
+    system: str | None = None,
 ) -> list[TaskScore]:
     """Every loaded task on one model, in one or two simple_evaluate calls (with and without chat template)."""
     from lm_eval import simple_evaluate
@@ -115,6 +169,7 @@ def _run(
                 task_manager=manager,
                 log_samples=False,
                 bootstrap_iters=BOOTSTRAP_ITERS,
+                system_instruction=system,
             )
         except (ValueError, RuntimeError) as error:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")

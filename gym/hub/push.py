@@ -110,6 +110,10 @@ def plan_deploy(
         hardware=space_cfg.hardware if space_cfg else "cpu-basic",
         backend=space_cfg.backend if space_cfg else "transformers",
         api_key_env=space_cfg.api_key_env if space_cfg else "GYM_API_KEY",
+        # a training-free GRPO run's library travels with its Space
+        experiences=str(model_dir / "experiences.json")
+        if (model_dir / "experiences.json").is_file()
+        else None,
     )
     return DeployPlan(
         model_dir=model_dir, model_repo=repo, push=hub.push if hub else "adapter",

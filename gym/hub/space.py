@@ -24,6 +24,7 @@ class SpaceSettings:
     hardware: str = "cpu-basic"
     backend: str = "transformers"
     api_key_env: str = "GYM_API_KEY"
+    experiences: str | None = None  # a training-free GRPO library to carry into the Space
 
     @property
     def host(self) -> str:
@@ -75,6 +76,9 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
         "api_key_env": settings.api_key_env,  # the *name* of the secret; its value never leaves the env
         "title": values["title"],
     }
+    if settings.experiences:
+        shutil.copy2(settings.experiences, out / "experiences.json")
+        config["experiences"] = "experiences.json"
     (out / "gym_space.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     package = Path(__file__).resolve().parents[1]
     shutil.rmtree(out / "gym", ignore_errors=True)

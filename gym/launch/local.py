@@ -106,7 +106,11 @@ def stage_space(config: GymConfig) -> StageOutcome:
 
     space = config.space
     model_repo = config.hub.repo_id if config.hub is not None else f"<owner>/{config.project.name}"
-    settings = SpaceSettings(model_repo, space.repo_id, space.hardware, space.backend, space.api_key_env)
+    library = config.output_path / "experiences.json"  # written by a training-free GRPO run
+    settings = SpaceSettings(
+        model_repo, space.repo_id, space.hardware, space.backend, space.api_key_env,
+        str(library) if library.is_file() else None,
+    )  # fmt: skip
     folder = render_space(config.output_path / "space", settings)
     return StageOutcome("done", "Space folder rendered (push it with `gym deploy`)", {"space": str(folder)})
 

@@ -59,3 +59,37 @@ def test_rendered_space_serves_api_and_chat(tiny_dir: Path, cache_root: Path, tm
         assert Path(probe.stdout.strip()).parent.parent == space  # the Space runs its own copy of gym
     finally:
         stop(process)
+
+
+def test_space_carries_a_training_free_library(tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    from gym.api.ui import chat_function
+
+    library = tmp_path / "experiences.json"
+    library.write_text(json.dumps(["When reversing, start from the last letter."]))
+    settings = SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat", experiences=str(library))
+    space = render_space(tmp_path / "space", settings)
+    assert json.loads((space / "gym_space.json").read_text())["experiences"] == "experiences.json"
+    assert (space / "experiences.json").read_text() == library.read_text()
+
+    seen: list[list[dict]] = []
+
+    class Backend:
+        context_length = 512
+
+        def encode_chat(self, messages: list[dict]) -> list[int]:
+            seen.append(messages)
+            return [1, 2, 3]
+
+        async def generate(self, prompt, params):
+            yield type("Chunk", (), {"text": "ok"})()
+
+    async def first_reply() -> str:
+        return [r async for r in chat_function(Backend(), system_prompt="[1]. When reversing ...")("hi", [])][
+            -1
+        ]
+
+    assert asyncio.run(first_reply()) == "ok"
+    assert seen[0][0]["role"] == "system" and "When reversing" in seen[0][0]["content"]

@@ -203,7 +203,9 @@ def test_continued_pretraining_loss_falls(tmp_path: Path) -> None:
 def test_seed_train_line_runs_verbatim_with_offline_stand_ins(tmp_path: Path) -> None:
     """`gym train --model_name_or_path ... --template qwen3 --dataset custom_dataset`, builtin:tiny standing in."""
     write_reverse_dataset(tmp_path / "data")
-    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({"custom_dataset": {"file_name": "train.jsonl"}}))
+    (tmp_path / "data" / "dataset_info.json").write_text(
+        json.dumps({"custom_dataset": {"file_name": "train.jsonl"}})
+    )
     env = {**os.environ, "GYM_CACHE_DIR": str(tmp_path / "cache"), "CUDA_VISIBLE_DEVICES": ""}
     line = ["--model_name_or_path", "builtin:tiny", "--template", "qwen3", "--dataset", "custom_dataset"]
     done = subprocess.run(
