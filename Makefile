@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean
+.PHONY: venv demo test test-fast lint docs clean browser
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -24,7 +24,14 @@ demo: $(STAMP)
 	$(BIN)/gym validate examples/quickstart/gym.toml
 	$(BIN)/gym launch examples/quickstart/gym.toml
 
-test: $(STAMP)
+# Headless Chromium for the test that opens the Space's chat page as a person would (Debian's package).
+# Installed when missing and we are root with apt-get; otherwise that one test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium could not be installed: the headless page test will be skipped"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
