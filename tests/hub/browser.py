@@ -7,6 +7,7 @@ a fresh profile and HOME in a temp dir.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import socket
@@ -94,10 +95,8 @@ class Browser:
         return path
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing is best effort
             self.socket.close()
-        except Exception:  # noqa: BLE001 - closing best effort
-            pass
         self.process.terminate()
         try:
             self.process.wait(timeout=10)

@@ -106,7 +106,9 @@ def test_space_chat_page_in_headless_chromium(tiny_dir: Path, cache_root: Path, 
     """A person's view: the Space page loads, a chat message sent through it gets a reply, screenshot kept."""
     from tests.hub.browser import Browser
 
-    space = render_space(tmp_path / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat"))
+    space = render_space(
+        tmp_path / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat")
+    )
     port = free_port()
     env = server_env(cache_root, GYM_MODEL=str(tiny_dir), GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH="")
     process = subprocess.Popen(
@@ -124,7 +126,9 @@ def test_space_chat_page_in_headless_chromium(tiny_dir: Path, cache_root: Path, 
         browser.call("Input.insertText", text="Reverse: a b")
         browser.evaluate("document.querySelector('[data-testid=\"submit-button\"]').click()")
         user = browser.wait_for("document.querySelector('[data-testid=\"user\"]')?.innerText", timeout=60)
-        reply = browser.wait_for("document.querySelector('[data-testid=\"bot\"]')?.innerText.trim()", timeout=90)
+        reply = browser.wait_for(
+            "document.querySelector('[data-testid=\"bot\"]')?.innerText.trim()", timeout=90
+        )
         assert "Reverse: a b" in user and reply  # the untrained tiny model replies with noise, but it replies
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = browser.screenshot(ARTIFACTS / "space_chat.png")
