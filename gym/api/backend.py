@@ -60,6 +60,24 @@ class Stats:
         return {**data, **self.extra}
 
 
+class TokenizerPrompts:
+    """Prompt encoding shared by every backend that holds a Hugging Face tokenizer (``self.tokenizer``).
+
+    The chat template is the one saved with the tokenizer, i.e. the one training used.
+    """
+
+    tokenizer: Any
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError("this model's tokenizer has no chat template; use /v1/completions instead")
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_text(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+
 class Backend(Protocol):
     """What the HTTP layer needs from an engine."""
 

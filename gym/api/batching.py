@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gym.api.backend import Chunk, SamplingParams, Stats
+from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
 from gym.api.loading import ModelSource, load_model_and_tokenizer
 from gym.api.sequence import Sequence
 
@@ -37,7 +37,7 @@ def _limit_cpu_threads(model: Any) -> None:
     torch.set_num_threads(threads)
 
 
-class TransformersBackend:
+class TransformersBackend(TokenizerPrompts):
     """A :class:`gym.api.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
 
     name = "transformers"
@@ -68,15 +68,6 @@ class TransformersBackend:
         return cls(model, tokenizer, source.model_id, max_batch_size=max_batch_size)
 
     # -- the Backend protocol -------------------------------------------------------------------
-    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError("this model's tokenizer has no chat template; use /v1/completions instead")
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def encode_text(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, n: int = 1
     ) -> AsyncIterator[Chunk]:

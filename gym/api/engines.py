@@ -12,7 +12,7 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats
+from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts
 from gym.api.loading import ModelSource
 
 _ids = itertools.count()
@@ -30,7 +30,7 @@ def _require(module: str, extra: str) -> Any:
         ) from None
 
 
-class _EngineAdapter:
+class _EngineAdapter(TokenizerPrompts):
     """Shared tokenizer handling: chat templates come from the served model's own tokenizer."""
 
     name = "engine"
@@ -43,15 +43,6 @@ class _EngineAdapter:
         config = AutoConfig.from_pretrained(source.base)
         self.context_length = getattr(config, "max_position_embeddings", 2048)
         self._stats = Stats()
-
-    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError("this model's tokenizer has no chat template; use /v1/completions instead")
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def encode_text(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def stats(self) -> dict[str, Any]:
         return self._stats.as_dict()
