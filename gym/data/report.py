@@ -127,7 +127,7 @@ class DataReport:
 
         title = f"{self.dataset}: {self.rows_kept}/{self.rows_read} rows kept"
         table = Table(title=title, caption=self.file, show_lines=False)
-        table.add_column("bad rows", justify="right")
+        table.add_column("rows left out", justify="right")
         table.add_column("reason")
         table.add_column("first examples (row: detail)")
         for reason, count in sorted({**self.bad, **self.skipped}.items(), key=lambda kv: -kv[1]):
