@@ -56,6 +56,7 @@ class Inputs:
     mode: str = "auto"
     cloud: bool = True
     launch_label: str = DEFAULT_LABEL
+    wait: bool = True  # cloud runs: follow the job to its end and post its eval table
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -67,7 +68,10 @@ class Inputs:
             raise ActionError(f"input cloud: expected true or false, got {cloud!r}")
         configs = _split(env.get("GYM_INPUT_CONFIG", "gym.toml")) or ("gym.toml",)
         label = env.get("GYM_INPUT_LAUNCH_LABEL", "").strip() or DEFAULT_LABEL
-        return cls(configs=configs, mode=mode, cloud=cloud == "true", launch_label=label)
+        wait = env.get("GYM_INPUT_WAIT", "true").strip().lower() or "true"
+        if wait not in ("true", "false"):
+            raise ActionError(f"input wait: expected true or false, got {wait!r}")
+        return cls(configs=configs, mode=mode, cloud=cloud == "true", launch_label=label, wait=wait == "true")
 
 
 @dataclass

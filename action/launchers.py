@@ -32,6 +32,7 @@ class LaunchRequest:
     env: Mapping[str, str]  # with secrets: the cloud run's are read from here
     echo: Callable[[str], None] = print
     labels: dict[str, str] = field(default_factory=dict)  # event facts, for launchers that tag runs
+    wait: bool = False  # cloud: follow the job until it ends and bring its eval results back
 
 
 Launcher = Callable[[LaunchRequest], LaunchOutcome]
@@ -48,8 +49,11 @@ def _results(config: GymConfig) -> dict | None:
 
 
 def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
-    """Submit to SkyPilot and wait until the job is submitted (not until it finishes)."""
-    from gym.launch.cloud import launch_cloud
+    """Submit to SkyPilot; with ``wait``, follow the job's log to its end and read its eval results.
+
+    The results travel back as one marked line of the job's log (see :mod:`gym.launch.results`).
+    """
+    from gym.launch.cloud import launch_cloud, wait_for_results
 
     result = launch_cloud(
         request.config,
@@ -62,7 +66,12 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     )
     kind = "managed job" if result.managed else "cluster job"
     job = str(result.job_id) if result.job_id is not None else None
-    return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted")
+    if not (request.wait and result.job_id is not None):
+        return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted")
+    request.echo(f"following SkyPilot {kind} {job} until it finishes")
+    results = wait_for_results(request.config, result.job_id, managed=result.managed)
+    detail = f"SkyPilot {kind} `{result.name}` finished" + ("" if results else " without eval results")
+    return LaunchOutcome(job_id=job, detail=detail, results=results)
 
 
 def launch_here(request: LaunchRequest) -> LaunchOutcome:

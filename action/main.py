@@ -125,6 +125,7 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor) -> int:
             workspace=context.workspace,
             decision=decision,
             cloud=context.inputs.cloud,
+            wait=context.inputs.wait,
             public=public,
             launch_env=launch_env,
             launcher=launcher,

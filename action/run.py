@@ -78,6 +78,7 @@ def process_config(
     from_pull_request: bool,
     redactor: Redactor,
     emit: Callable[[str], None] = print,
+    wait: bool = False,
 ) -> ConfigOutcome:
     from gym.config import ConfigError, config_from_args
     from gym.launch.task import LaunchError
@@ -122,8 +123,14 @@ def process_config(
         config = config_from_args(path, flags, env=launch_env)  # ${VARS} expand as on a real run
         outcome.launch = launcher(
             LaunchRequest(
-                config=config, config_path=path, flags=flags, cloud=cloud, env=launch_env, echo=echo
-            )
+                config=config,
+                config_path=path,
+                flags=flags,
+                cloud=cloud,
+                env=launch_env,
+                echo=echo,
+                wait=wait,
+            )  # fmt: skip
         )
     except (ConfigError, LaunchError) as error:
         outcome.error = redactor(str(error))

@@ -182,6 +182,24 @@ def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
     return records
 
 
+def wait_for_results(config: GymConfig, job_id: int, *, managed: bool = True) -> dict[str, Any] | None:
+    """Follow the job's log until it ends; the eval results it printed (``gym launch`` with
+    ``GYM_EMIT_RESULTS=1``, set by the train task), or None when it printed none (failed, no eval)."""
+    import sky
+
+    from gym.launch.results import results_from_lines
+
+    name, _ = _run_name(config)
+    try:
+        if managed:
+            lines = sky.jobs.tail_logs(job_id=job_id, follow=True, preload_content=False)
+        else:
+            lines = sky.tail_logs(name, job_id, True, preload_content=False)
+        return results_from_lines(lines)
+    except Exception as error:
+        raise LaunchError(f"could not follow the logs of {name}: {_one_line(error, {})}") from None
+
+
 def cloud_logs(config: GymConfig, *, job_id: int | None = None, follow: bool = True) -> int | None:
     """Tail the run's logs (the latest job unless ``job_id``); returns SkyPilot's exit code."""
     import sky

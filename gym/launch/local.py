@@ -151,6 +151,9 @@ def run_local(
         state["stages"][name] = {**asdict(outcome), "finished": time.time()}
         write_state(folder, state)
         echo(f"[{name}] {outcome.status}: {outcome.detail}")
+    from gym.launch.results import emit_results
+
+    emit_results(folder, echo)  # a cloud run's results travel back through its log
     return outcomes
 
 

@@ -85,6 +85,7 @@ TRAIN: dict[str, Any] = {
         "GYM_FLAGS": "",
         "GYM_PIP_SPEC": "zoo-gym[train,eval]",
         "GYM_MASTER_PORT": DEFAULT_MASTER_PORT,
+        "GYM_EMIT_RESULTS": "1",
     },
     "setup": SETUP,
     "run": TRAIN_RUN,
