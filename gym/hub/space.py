@@ -13,7 +13,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "space_template"
+def _template_dir() -> Path:
+    """``space_template/`` of a source checkout, else the copy a wheel installs under ``<prefix>/share``."""
+    candidates = [
+        Path(__file__).resolve().parents[2] / "space_template",
+        Path(sys.prefix) / "share" / "zoo-gym" / "space_template",
+    ]
+    return next((path for path in candidates if (path / "app.py").is_file()), candidates[0])
+
+
+TEMPLATE_DIR = _template_dir()
 TAGS = ("gym", "openai-api", "text-generation", "chat")
 
 
