@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+
 def _template_dir() -> Path:
     """``space_template/`` of a source checkout, else the copy a wheel installs under ``<prefix>/share``."""
     candidates = [
