@@ -38,8 +38,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gym tests bench
-	$(BIN)/ruff format --check gym tests bench
+	$(BIN)/ruff check gym tests bench action
+	$(BIN)/ruff format --check gym tests bench action
 
 docs: $(STAMP)
 	$(BIN)/gym schema --markdown -o docs/gym-toml.md
