@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gym.files import gym_cache_home, publish_folder
 
 PIPELINE_VERSION = 1
 DONE = "gym_prepared.json"
@@ -25,10 +25,7 @@ DONE = "gym_prepared.json"
 def cache_root() -> Path:
     """``$GYM_CACHE_DIR`` or ``$XDG_CACHE_HOME/gym`` (``~/.cache/gym``), plus ``data``."""
     base = os.environ.get("GYM_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "gym")
-    return Path(base) / "data"
+    return (Path(base) if base else gym_cache_home()) / "data"
 
 
 def file_digest(path: Path) -> str:
@@ -66,15 +63,4 @@ def cache_key(parts: dict[str, Any]) -> str:
 
 def write_entry(final: Path, fill: Callable[[Path], None]) -> Path:
     """Create cache entry ``final`` by calling ``fill(staging_folder)``, then renaming it into place."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
-    try:
-        fill(staging)
-        if final.exists():  # a stale or concurrent entry: the finished one wins
-            if (final / DONE).is_file():
-                return final
-            shutil.rmtree(final, ignore_errors=True)
-        os.replace(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return publish_folder(final, fill, DONE)

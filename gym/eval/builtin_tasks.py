@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gym.files import gym_cache_home
+
 REVERSE_TASK = "gym_reverse"
 REVERSE_ROWS = 200  # held-out rows written; eval.limit picks how many are scored
 
@@ -24,8 +26,7 @@ GYM_TASK_PREFIX = "gym_"
 
 def eval_cache_root() -> Path:
     """``$XDG_CACHE_HOME/gym/eval`` (``~/.cache/gym/eval`` by default), beside the built-in models."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gym" / "eval"
+    return gym_cache_home() / "eval"
 
 
 def reverse_task_config(data_file: Path) -> dict[str, Any]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gym.files import atomic_write_text
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
@@ -49,10 +50,7 @@ def read_state(folder: Path) -> dict[str, Any]:
 
 
 def write_state(folder: Path, state: dict[str, Any]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = folder / f".{STATE_FILE}.tmp"
-    staging.write_text(json.dumps(state, indent=2, default=str) + "\n")
-    os.replace(staging, folder / STATE_FILE)
+    atomic_write_text(folder / STATE_FILE, json.dumps(state, indent=2, default=str) + "\n")
 
 
 def stage_train(config: GymConfig) -> StageOutcome:

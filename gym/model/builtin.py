@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import shutil
 import string
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gym.files import gym_cache_home, publish_folder
+
 BUILTIN_PREFIX = "builtin:"
+MARKER = "gym_builtin.json"  # written last: a folder holding it is a finished build
 PAD, EOS, IM_START = "<|endoftext|>", "<|im_end|>", "<|im_start|>"
 EXTRA_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
 CHATML_TEMPLATE = (
@@ -76,8 +76,7 @@ def corpus() -> list[str]:
 
 def cache_root() -> Path:
     """``$XDG_CACHE_HOME/gym/builtin`` (``~/.cache/gym/builtin`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gym" / "builtin"
+    return gym_cache_home() / "builtin"
 
 
 def spec_key(name: str, spec: TinySpec) -> str:
@@ -145,7 +144,7 @@ def build(name: str, target: Path) -> Path:
     model = build_model(spec, tokenizer)
     model.save_pretrained(target, safe_serialization=True)
     tokenizer.save_pretrained(target)
-    (target / "gym_builtin.json").write_text(
+    (target / MARKER).write_text(
         json.dumps({"name": f"{BUILTIN_PREFIX}{name}", **asdict(spec)}, indent=2, sort_keys=True) + "\n"
     )
     return target
@@ -163,23 +162,10 @@ def ensure_builtin(name_or_path: str, root: Path | None = None) -> Path:
             f"unknown built-in model {name_or_path!r}; available: "
             + ", ".join(BUILTIN_PREFIX + n for n in BUILTIN_MODELS)
         )
-    root = root or cache_root()
-    final = root / spec_key(name, BUILTIN_MODELS[name])
-    if (final / "gym_builtin.json").is_file():
+    final = (root or cache_root()) / spec_key(name, BUILTIN_MODELS[name])
+    if (final / MARKER).is_file():
         return final
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
-    try:
-        build(name, staging)
-        try:
-            os.replace(staging, final)
-        except OSError:  # another process finished first, or a stale partial folder is in the way
-            if not (final / "gym_builtin.json").is_file():
-                shutil.rmtree(final, ignore_errors=True)
-                os.replace(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return publish_folder(final, lambda staging: build(name, staging), MARKER)
 
 
 def resolve_model_path(name_or_path: str) -> str:

@@ -10,7 +10,6 @@ leftovers, so a crash during a save costs at most the steps since the previous c
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+
+from gym.files import atomic_write_text
 
 MARKER = "gym_complete.json"
 # Keys that may change between a run and its resumption: how long to train and how to log or save.
@@ -36,15 +37,6 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 class ResumeError(Exception):
     """``train.resume`` names something that cannot be resumed from."""
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.tmp")
-    with staging.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, path)
 
 
 def training_fingerprint(config: Any) -> str:
@@ -76,7 +68,7 @@ class CompleteCheckpoints(TrainerCallback):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
             marker = {"step": state.global_step, "time": time.time(), "fingerprint": self.fingerprint}
-            _atomic_write(folder / MARKER, json.dumps(marker))
+            atomic_write_text(folder / MARKER, json.dumps(marker))
 
 
 def _fingerprint_of(path: Path) -> str:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gym.train.checkpoints import MARKER, _atomic_write, checkpoints, training_fingerprint
+from gym.files import atomic_write_text
+from gym.train.checkpoints import MARKER, checkpoints, training_fingerprint
 
 if TYPE_CHECKING:
     from gym.train.ppo import PPOTrainer
@@ -78,7 +79,7 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
         "time": time.time(),
         "fingerprint": training_fingerprint(trainer.config),
     }
-    _atomic_write(folder / MARKER, json.dumps(marker))
+    atomic_write_text(folder / MARKER, json.dumps(marker))
     prune(folder.parent, trainer.args.save_total_limit)
     return folder
 

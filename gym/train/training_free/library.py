@@ -15,11 +15,12 @@ operations on ids that do not exist (or that no group proposed to touch) are dro
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from gym.files import atomic_write_text
 
 FORMAT = "gym.experiences/1"
 LATEST = "latest.json"
@@ -137,13 +138,7 @@ class Library:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON so that ``path`` is always either the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with staging.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, path)
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def step_path(folder: Path, step: int) -> Path:
