@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.eval.errors import EvalError
+from gym.model.loading import first_line
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
@@ -66,7 +67,7 @@ def load_tuned(config: GymConfig, path: Path) -> tuple[Any, Any]:
         try:
             model = PeftModel.from_pretrained(model, str(path))
         except (OSError, ValueError, RuntimeError) as error:
-            raise EvalError(f"could not load the LoRA adapter in '{path}': {_first_line(error)}") from error
+            raise EvalError(f"could not load the LoRA adapter in '{path}': {first_line(error)}") from error
         if not getattr(model.base_model.model, "is_quantized", False):
             model = model.merge_and_unload()  # plain weights: faster, and what HFLM expects
         model.eval()
@@ -88,7 +89,7 @@ def _load_full(config: GymConfig, path: Path) -> Any:
             trust_remote_code=config.model.trust_remote_code,
         )
     except (OSError, ValueError, RuntimeError) as error:
-        raise EvalError(f"could not load the model in '{path}': {_first_line(error)}") from error
+        raise EvalError(f"could not load the model in '{path}': {first_line(error)}") from error
     return _place(model)
 
 
@@ -112,8 +113,3 @@ def load_base_tokenizer(config: GymConfig) -> Any:
         return load_tokenizer(config)
     except ModelError as error:
         raise EvalError(str(error)) from error
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0].rstrip(".") if lines else type(error).__name__

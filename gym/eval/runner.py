@@ -172,9 +172,10 @@ def _run(
                 system_instruction=system,
             )
         except (ValueError, RuntimeError) as error:
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+            from gym.model.loading import first_line
+
             raise EvalError(
-                f"lm-eval failed on {', '.join(t.spec.requested for t in batch)}: {first}"
+                f"lm-eval failed on {', '.join(t.spec.requested for t in batch)}: {first_line(error)}"
             ) from error
         for task in batch:
             scores += _scores(task, results)

@@ -109,7 +109,8 @@ def _connection_failure(error: BaseException) -> bool:
     return any("client has been closed" in str(e) or "Name or service not known" in str(e) for e in chain)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, without its full stop: what a one-sentence error quotes."""
     text = str(error).strip().splitlines()
     return text[0].rstrip(".") if text else type(error).__name__
 
@@ -135,7 +136,7 @@ def _hub_error(name: str, error: BaseException) -> ModelError:
         return ModelError(
             f"model '{name}' was not found on the Hub (or it is private); check model.name_or_path"
         )
-    return ModelError(f"could not load model '{name}' from the Hub: {_first_line(error)}")
+    return ModelError(f"could not load model '{name}' from the Hub: {first_line(error)}")
 
 
 def from_pretrained(loader: Any, config: GymConfig, **kwargs: Any) -> Any:
@@ -157,7 +158,7 @@ def from_pretrained(loader: Any, config: GymConfig, **kwargs: Any) -> Any:
         if is_hub and not isinstance(error, ValueError):  # a ValueError is the model's, not the network's
             raise _hub_error(source, error) from error
         raise ModelError(
-            f"could not load model '{config.model.name_or_path}' from {source}: {_first_line(error)}"
+            f"could not load model '{config.model.name_or_path}' from {source}: {first_line(error)}"
         ) from error
 
 
@@ -179,7 +180,7 @@ def load_tokenizer(config: GymConfig) -> Any:
         try:
             apply_template(tokenizer, template, base_dir=config.base_dir)
         except (ValueError, FileNotFoundError) as error:
-            raise ModelError(_first_line(error)) from error
+            raise ModelError(first_line(error)) from error
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ModelError(
