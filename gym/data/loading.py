@@ -22,6 +22,7 @@ from gym.config.sections import DatasetConfig
 from gym.data.example import Example
 from gym.data.formats import Context, get_converter
 from gym.data.report import BadRow, DataError, DataReport
+from gym.failures import error_chain
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -83,11 +84,8 @@ def quiet_datasets() -> Iterator[None]:
 
 def root_cause(error: BaseException) -> str:
     """The innermost message of an exception chain: `datasets` wraps pyarrow's useful one."""
-    seen: set[int] = set()
-    while (error.__cause__ or error.__context__) is not None and id(error) not in seen:
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
-    return str(error).strip() or type(error).__name__
+    innermost = error_chain(error)[-1]
+    return str(innermost).strip() or type(innermost).__name__
 
 
 def first_bad_line(file: str) -> str:
@@ -142,15 +140,12 @@ NETWORK_HINTS = ("couldn't reach", "not cached", "name or service not known", "n
 
 def network_failure(error: BaseException | None) -> bool:
     """Whether a `datasets` error chain comes from not reaching the Hub (its types vary by version)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        kind = type(error).__name__
-        if isinstance(error, (ConnectionError, TimeoutError)) or "Connect" in kind or "Timeout" in kind:
+    for link in error_chain(error):
+        kind = type(link).__name__
+        if isinstance(link, (ConnectionError, TimeoutError)) or "Connect" in kind or "Timeout" in kind:
             return True
-        if any(hint in str(error).lower() for hint in NETWORK_HINTS):
+        if any(hint in str(link).lower() for hint in NETWORK_HINTS):
             return True
-        error = error.__cause__ or error.__context__
     return False
 
 

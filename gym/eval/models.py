@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.eval.errors import EvalError
-from gym.model.loading import first_line
+from gym.failures import first_line
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig

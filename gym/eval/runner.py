@@ -172,7 +172,7 @@ def _run(
                 system_instruction=system,
             )
         except (ValueError, RuntimeError) as error:
-            from gym.model.loading import first_line
+            from gym.failures import first_line
 
             raise EvalError(
                 f"lm-eval failed on {', '.join(t.spec.requested for t in batch)}: {first_line(error)}"

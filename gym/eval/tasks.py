@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gym.eval.builtin_tasks import BUILTIN_TASKS, GYM_TASK_PREFIX
 from gym.eval.errors import EvalError
+from gym.failures import error_chain
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
@@ -128,18 +129,9 @@ def task_manager(specs: list[TaskSpec], *, full_index: bool = False) -> Any:
     return TaskManager(include_path=include or None, include_defaults=use_defaults)
 
 
-def _chain(error: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
 def _dataset_id(spec: TaskSpec, manager: Any, error: BaseException) -> str | None:
     """The Hub dataset a failed task wanted: from the error text, else from the task's config."""
-    for link in _chain(error):
+    for link in error_chain(error):
         match = re.search(r"(?:reach|[Dd]ataset) '?([\w.\-]+/[\w.\-]+)'?", str(link))
         if match:
             return match.group(1)

@@ -14,6 +14,7 @@ import re
 import socket
 from typing import TYPE_CHECKING, Any
 
+from gym.failures import error_chain, first_line
 from gym.model.builtin import BUILTIN_PREFIX, resolve_model_path
 
 if TYPE_CHECKING:
@@ -78,15 +79,6 @@ def hub_offline() -> bool:
     return bool(constants.is_offline_mode())
 
 
-def _chain(error: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
 def _connection_failure(error: BaseException) -> bool:
     """Whether a load failed for want of network rather than because the model does not exist.
 
@@ -96,7 +88,7 @@ def _connection_failure(error: BaseException) -> bool:
     """
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
 
-    chain = _chain(error)
+    chain = error_chain(error)
     if any(isinstance(e, RepositoryNotFoundError) for e in chain):
         return False
     if any(
@@ -109,16 +101,10 @@ def _connection_failure(error: BaseException) -> bool:
     return any("client has been closed" in str(e) or "Name or service not known" in str(e) for e in chain)
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message, without its full stop: what a one-sentence error quotes."""
-    text = str(error).strip().splitlines()
-    return text[0].rstrip(".") if text else type(error).__name__
-
-
 def _hub_error(name: str, error: BaseException) -> ModelError:
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-    chain = _chain(error)
+    chain = error_chain(error)
     if hub_offline() or _connection_failure(error):
         return ModelError(
             f"model '{name}' is not in the local cache and the Hub cannot be reached; download it where there "
@@ -261,14 +247,11 @@ def quantized_device_map() -> dict[str, Any]:
     return {"": "cpu"}
 
 
-def load_model(config: GymConfig, *, for_training: bool = True) -> Any:
-    """The base causal LM in the configured dtype and quantization.
+def load_kwargs(config: GymConfig) -> dict[str, Any]:
+    """``from_pretrained`` keywords for the configured dtype and quantization (packages checked first).
 
-    ``for_training`` leaves the model in train mode with the KV cache off (it only costs memory during
-    training and conflicts with gradient checkpointing); otherwise the model is in eval mode.
+    Shared by every model class Gym loads (causal LM, the reward model's classifier), so they agree.
     """
-    from transformers import AutoModelForCausalLM
-
     dtype = resolve_dtype(config.model.dtype)
     quantization = effective_quantization(config)
     require_packages(quantization, config)
@@ -278,7 +261,18 @@ def load_model(config: GymConfig, *, for_training: bool = True) -> Any:
         kwargs["quantization_config"] = bnb
     if quantization != "none":
         kwargs["device_map"] = quantized_device_map()
-    model = from_pretrained(AutoModelForCausalLM, config, **kwargs)
+    return kwargs
+
+
+def load_model(config: GymConfig, *, for_training: bool = True) -> Any:
+    """The base causal LM in the configured dtype and quantization.
+
+    ``for_training`` leaves the model in train mode with the KV cache off (it only costs memory during
+    training and conflicts with gradient checkpointing); otherwise the model is in eval mode.
+    """
+    from transformers import AutoModelForCausalLM
+
+    model = from_pretrained(AutoModelForCausalLM, config, **load_kwargs(config))
     if for_training:
         model.config.use_cache = False
         model.train()

@@ -29,26 +29,11 @@ def load_reward_model(config: GymConfig, pad_token_id: int | None) -> Any:
     from transformers import AutoModelForSequenceClassification
 
     from gym.model.adapters import apply_adapter
-    from gym.model.loading import (
-        effective_quantization,
-        from_pretrained,
-        quantization_config,
-        quantized_device_map,
-        require_packages,
-        resolve_dtype,
-    )
+    from gym.model.loading import from_pretrained, load_kwargs
 
-    dtype = resolve_dtype(config.model.dtype)
-    quantization = effective_quantization(config)
-    require_packages(quantization, config)
-    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": 1}
+    kwargs: dict[str, Any] = {**load_kwargs(config), "num_labels": 1}
     if pad_token_id is not None:
         kwargs["pad_token_id"] = pad_token_id
-    bnb = quantization_config(quantization, dtype)
-    if bnb is not None:
-        kwargs["quantization_config"] = bnb
-    if quantization != "none":
-        kwargs["device_map"] = quantized_device_map()
     model = from_pretrained(AutoModelForSequenceClassification, config, **kwargs)
     model.config.use_cache = False
     model.train()
