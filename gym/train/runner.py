@@ -134,6 +134,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)
 
+    fingerprint = training_fingerprint(config)  # marks the checkpoints written and picks the one resumed
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())
     context = TrainContext(
@@ -142,7 +143,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         tokenizer,
         data,
         checkpoint_dir,
-        [CompleteCheckpoints(training_fingerprint(config)), progress],
+        [CompleteCheckpoints(fingerprint), progress],
     )
     trainer = builder(context)
     trained_model = getattr(trainer, "model", None)
@@ -157,7 +158,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     progress.token_source = lambda: int(
         getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0))
     )
-    resume = resume_point(checkpoint_dir, config.train.resume, training_fingerprint(config), warn=_warn)
+    resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn)
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
 
     result = TrainResult(
