@@ -28,6 +28,12 @@ DEFER_CROSS_CHECKS = "gym_defer_cross_checks"
 Issue = tuple[tuple[str | int, ...], str]
 
 
+def resolve_against(base_dir: Path, path: str | Path) -> Path:
+    """``path`` (``~`` expanded) as is when absolute, else resolved under ``base_dir``."""
+    candidate = Path(path).expanduser()
+    return candidate if candidate.is_absolute() else (base_dir / candidate).resolve()
+
+
 class GymConfig(Section):
     """A whole fine-tuning run: model, data, training, evaluation, compute and publishing."""
 
@@ -62,8 +68,7 @@ class GymConfig(Section):
 
     def resolve_path(self, path: str | Path) -> Path:
         """A path from the config made absolute relative to :attr:`base_dir`."""
-        candidate = Path(path).expanduser()
-        return candidate if candidate.is_absolute() else (self.base_dir / candidate).resolve()
+        return resolve_against(self.base_dir, path)
 
     @property
     def output_path(self) -> Path:

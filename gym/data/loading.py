@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from gym.config.root import resolve_against
 from gym.config.sections import DatasetConfig
 from gym.data.example import Example
 from gym.data.formats import Context, get_converter
@@ -32,10 +33,9 @@ T = TypeVar("T")
 
 
 def local_path(dataset: DatasetConfig, base_dir: Path) -> Path:
-    """``dataset.path`` made absolute against gym.toml's folder (as GymConfig.resolve_path does)."""
+    """``dataset.path`` made absolute against gym.toml's folder, as GymConfig.resolve_path does."""
     assert dataset.path is not None
-    path = Path(dataset.path).expanduser()
-    return path if path.is_absolute() else (base_dir / path).resolve()
+    return resolve_against(base_dir, dataset.path)
 
 
 def data_files(path: Path, name: str) -> tuple[str, list[str]]:
