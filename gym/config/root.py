@@ -135,6 +135,8 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"training-free GRPO needs train.method = 'grpo', got {train.method!r}",
             )
         )
+    if train.grpo.training_free:
+        issues += training_free_issues(train)
     compute = config.compute
     if compute is not None and compute.num_nodes > 1:
         if train.method in SINGLE_NODE_ONLY:
@@ -159,4 +161,23 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"the vLLM backend needs GPU hardware; space.hardware is {space.hardware!r}",
             )
         )
+    return issues
+
+
+def training_free_issues(train: TrainConfig) -> list[tuple[tuple[str | int, ...], str]]:
+    """Keys that training-free GRPO cannot honour: it trains no weights, so it has no optimiser steps to
+    accumulate and no loss curve to send to a tracker (its per-step record is train_results.json)."""
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    if train.report_to:
+        issues.append((("train", "report_to"), "training-free GRPO trains no weights and logs no training "
+                       "curves to trackers; its per-step rewards, library size and tokens go to "
+                       "train_results.json. Remove train.report_to"))  # fmt: skip
+    if "gradient_accumulation_steps" in train.model_fields_set:
+        issues.append((("train", "gradient_accumulation_steps"), "training-free GRPO has no optimiser "
+                       "steps to accumulate; train.batch_size sets the queries per step. Remove "
+                       "train.gradient_accumulation_steps"))  # fmt: skip
+    grpo = train.grpo
+    if grpo.learner_api_key_env is not None and grpo.learner_api_base is None:
+        issues.append((("train", "grpo", "learner_api_key_env"), "learner_api_key_env is the key of "
+                       "learner_api_base, which is not set; the learner shares api_base and its api_key_env"))  # fmt: skip
     return issues
