@@ -21,16 +21,37 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 
+def _unexpanded(config: GymConfig, text: str) -> str:
+    """``text`` with values that came from ``${VAR}`` shown as the reference, and secret shapes redacted."""
+    from gym.config.errors import redact
+
+    expanded = config.model_dump(mode="json")
+    for path, original in config._placeholders.items():
+        value: object = expanded
+        for part in path:
+            try:
+                value = value[part]  # type: ignore[index]
+            except (KeyError, IndexError, TypeError):
+                value = None
+                break
+        if isinstance(value, str) and len(value) >= 4:
+            text = text.replace(value, original)
+    return redact(text)
+
+
 def _summary(config: GymConfig) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from gym.config.errors import shorten_long_values
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold cyan")
     table.add_column()
 
     def add(label: str, text: str) -> None:
-        table.add_row(label, escape(text))  # values are the user's text, never rich markup
+        # The user's text: never rich markup, never a secret, never a megabyte.
+        table.add_row(label, escape(shorten_long_values(_unexpanded(config, text))))
 
     model = config.model
     add("project", f"{config.project.name}  →  {config.project.output_dir}")
@@ -96,8 +117,13 @@ def validate(
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"
     console.print(f"[green]✓[/green] {subject}")
     _summary(loaded)
+    from rich.markup import escape
+
+    from gym.config.errors import shorten_long_values
+
     for note in _warnings(loaded):
-        errors.print(f"[yellow]warning[/yellow] {note}", highlight=False)
+        shown = escape(shorten_long_values(_unexpanded(loaded, note)))
+        errors.print(f"[yellow]warning[/yellow] {shown}", highlight=False, soft_wrap=True)
 
 
 def init(
