@@ -134,13 +134,27 @@ def init(
     method: str = typer.Option("sft", "--method", help="sft | pt | dpo | kto | rm | ppo | grpo"),
     name: str | None = typer.Option(None, "--name", help="Project name (default: the folder's name)."),
     force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing file."),
+    from_yaml: Path | None = typer.Option(
+        None,
+        "--from",
+        help="Convert a LLaMA-Factory or axolotl training YAML instead of writing the starter file.",
+    ),
+    dataset_dir: str | None = typer.Option(
+        None,
+        "--dataset-dir",
+        help="With --from: folder of LLaMA-Factory's dataset_info.json (default: the YAML's dataset_dir, else ./data).",
+    ),
 ) -> None:
-    """Write a commented starter gym.toml that validates."""
+    """Write a commented starter gym.toml that validates (or convert one with --from)."""
     import re
 
     from gym.config import ConfigError
     from gym.config.root import FORMATS_BY_METHOD
     from gym.config.starter import starter_toml
+
+    if from_yaml is not None:
+        _init_from(from_yaml, path, force, dataset_dir)
+        return
 
     if method not in FORMATS_BY_METHOD:
         errors.print(
@@ -166,6 +180,29 @@ def init(
     console.print(
         f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`"
     )
+
+
+def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -> None:
+    """`gym init --from FILE.yaml`: convert, validate, write, and list what was left behind."""
+    from gym.config import ConfigError
+    from gym.config.migrate import convert_file
+
+    if path.exists() and not force:
+        errors.print(f"{path} already exists; pass --force to overwrite it", markup=False, highlight=False)
+        raise typer.Exit(1)
+    try:
+        conversion, text = convert_file(source, path, dataset_dir)
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    tool = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}[conversion.tool]
+    console.print(f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False)
+    for key, reason in conversion.ignored:
+        errors.print(f"note {key}: ignored ({reason})", markup=False, highlight=False, soft_wrap=True)
+    for key, reason in conversion.not_carried:
+        errors.print(f"not carried over {key}: {reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 def schema(
