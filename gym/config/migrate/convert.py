@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gym.config.errors import ConfigError
+from gym.config.errors import ConfigError, ConfigIssue
 
 KeyPath = tuple[str | int, ...]
 
@@ -125,7 +125,9 @@ def _keep_what_validates(conversion: Conversion, target: Path) -> None:
                 path = tuple(int(p) if p.isdigit() else p for p in issue.key.split(".")) if issue.key else ()
                 known = next((p for p in conversion.origins if p == path[: len(p)]), None)
                 if known is None or known in essential or known[-1] in ("path", "hub", "format"):
-                    raise error from None
+                    # Nothing runnable: say what is missing, and what was left behind that may be why.
+                    left = [ConfigIssue(str(conversion.source), key, f"not carried over: {why}") for key, why in conversion.not_carried]
+                    raise ConfigError([*error.issues, *left]) from None
                 droppable.append((known, issue.message))
             for path, message in droppable:
                 conversion.drop(path, f"gym.toml refuses it: {message}")
