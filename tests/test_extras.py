@@ -22,10 +22,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
@@ -112,7 +112,9 @@ def test_imports_are_declared_in_the_package_extras(package: str) -> None:
             distributions = {_name(d) for d in by_module.get(module, [module])}
             if not distributions & allowed:
                 where = ",".join(extras) or "the base install"
-                problems.append(f"{file.relative_to(REPO)} imports {module} ({'/'.join(distributions)}), not in {where}")
+                problems.append(
+                    f"{file.relative_to(REPO)} imports {module} ({'/'.join(distributions)}), not in {where}"
+                )
     assert not problems, "\n".join(problems)
 
 

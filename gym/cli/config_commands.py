@@ -198,7 +198,9 @@ def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     tool = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}[conversion.tool]
-    console.print(f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False)
+    console.print(
+        f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False
+    )
     for key, reason in conversion.ignored:
         errors.print(f"note {key}: ignored ({reason})", markup=False, highlight=False, soft_wrap=True)
     for key, reason in conversion.not_carried:

@@ -78,7 +78,9 @@ class _Parser:
             "bf16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "bfloat16"),
             "pure_bf16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "bfloat16"),
             "fp16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "float16"),
-            "overwrite_output_dir": lambda value, flag: self.when_true(value, flag, ("train", "resume"), "never"),
+            "overwrite_output_dir": lambda value, flag: self.when_true(
+                value, flag, ("train", "resume"), "never"
+            ),
             "neat_packing": lambda value, flag: self.when_true(value, flag, ("train", "packing"), True),
             "pref_loss": self.pref_loss,
             "dataset": lambda value, flag: self.dataset_names.append((value, flag)),
@@ -92,7 +94,9 @@ class _Parser:
 
     def pref_loss(self, value: str, flag: str) -> None:
         if value not in DPO_LOSSES:
-            self.errors.append(f"{flag}: Gym trains the preference losses {', '.join(DPO_LOSSES)}, got {value!r}")
+            self.errors.append(
+                f"{flag}: Gym trains the preference losses {', '.join(DPO_LOSSES)}, got {value!r}"
+            )
             return
         self.add(("train", "dpo", "loss_type"), DPO_LOSSES[value], flag)
 

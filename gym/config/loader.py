@@ -21,7 +21,7 @@ from gym.config.envvars import expand_env
 from gym.config.errors import ConfigError, ConfigIssue, redact
 from gym.config.messages import clean_loc, sentence
 from gym.config.positions import Positions
-from gym.config.reading import parse_toml, read_toml
+from gym.config.reading import parse_toml, read_toml  # noqa: F401 - parse_toml re-exported for callers
 from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues
 
 KeyPath = tuple[str | int, ...]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 Path = tuple[str | int, ...]
 BASIC_BODY = re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*')  # up to the closing quote, escapes skipped
 LITERAL_BODY = re.compile(r"[^'\n]*")
-BARE_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass
@@ -90,8 +90,7 @@ class _Scanner:
             if ch in ('"', "'"):
                 parts.append((self.read_string(), start))
             else:
-                while self.i < len(self.text) and self.text[self.i] in BARE_KEY_CHARS:
-                    self.i += 1
+                self.i = BARE_KEY.match(self.text, self.i).end()
                 parts.append((self.text[start : self.i], start))
             self.skip_space()
             if self.peek() != ".":
@@ -145,9 +144,7 @@ class _Scanner:
                 self.read_value((*path, index))
                 index += 1
                 self.skip_space(newlines=True)
-                if self.peek() == ",":
-                    self.i += 1
-                elif self.i == before:  # not TOML here: step over it rather than loop
+                if self.peek() == "," or self.i == before:
                     self.i += 1
         elif ch == "{":
             self.i += 1
@@ -159,9 +156,7 @@ class _Scanner:
                 before = self.i
                 self.read_keyval(path)
                 self.skip_space()
-                if self.peek() == ",":
-                    self.i += 1
-                elif self.i == before:
+                if self.peek() == "," or self.i == before:
                     self.i += 1
         else:
             while self.i < len(self.text) and self.text[self.i] not in ",]}\n#":

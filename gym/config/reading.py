@@ -78,7 +78,9 @@ def read_toml(path: Path) -> tuple[dict[str, Any], Positions, str]:
             source, f"cannot be read as UTF-8 text (byte {error.start} is not UTF-8); save the file as UTF-8"
         ) from None
     except ValueError:  # "embedded null byte"
-        raise ConfigError.single(source, "the path contains a NUL character; no file can have that name") from None
+        raise ConfigError.single(
+            source, "the path contains a NUL character; no file can have that name"
+        ) from None
     except OSError as error:  # symlink loop, name too long, I/O error...
         reason = {
             errno.ELOOP: "is a loop of symbolic links (each link points back to another)",
@@ -103,7 +105,9 @@ def parse_toml(text: str, source: str) -> tuple[dict[str, Any], Positions, str]:
     deep = _too_deep_in_data(data)
     if deep is not None:
         line, column = positions.find(deep)
-        raise ConfigError.single(source, _too_deep_message(), key=_dotted(deep[:3]) + "...", line=line, column=column)
+        raise ConfigError.single(
+            source, _too_deep_message(), key=_dotted(deep[:3]) + "...", line=line, column=column
+        )
     return data, positions, source
 
 
@@ -127,7 +131,9 @@ def _syntax_issue(raw: str, text: str, source: str) -> ConfigIssue:
         (line, column), path = statement
         first = positions.keys.get(path) or positions.tables.get(path)
         where = f" at line {first[0]}" if first and first[0] != line else ""
-        return ConfigIssue(source, _dotted(path), f"is set twice (first{where}); set each key once", line, column)
+        return ConfigIssue(
+            source, _dotted(path), f"is set twice (first{where}); set each key once", line, column
+        )
     if named is not None:
         try:
             path = tuple(ast.literal_eval(named.group(2)))
@@ -138,7 +144,9 @@ def _syntax_issue(raw: str, text: str, source: str) -> ConfigIssue:
         first = positions.keys.get(path) or positions.tables.get(path)
         where = f"line {first[0]}" if first else "earlier"
         if named.group(1) == "Cannot declare":
-            sentence = f"table [{_dotted(path)}] is declared twice (first at {where}); declare each table once"
+            sentence = (
+                f"table [{_dotted(path)}] is declared twice (first at {where}); declare each table once"
+            )
         else:
             sentence = (
                 f"is already set at {where} as a value (an array or inline table), so this table header cannot "

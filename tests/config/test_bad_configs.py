@@ -152,7 +152,13 @@ CASES = [
 
 WHOLE = [
     ("toml-syntax", '[project]\nname = = "x"\n', 2, "", "TOML syntax error"),
-    ("toml-duplicate-key", '[project]\nname = "a"\nname = "b"\n', 3, "project.name", "set twice (first at line 2)"),
+    (
+        "toml-duplicate-key",
+        '[project]\nname = "a"\nname = "b"\n',
+        3,
+        "project.name",
+        "set twice (first at line 2)",
+    ),
     (
         "toml-duplicate-table",
         '[project]\nname = "a"\n[model]\nname_or_path = "x/y"\n[project]\noutput_dir = "o"\n',

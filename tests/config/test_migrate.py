@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from typer.testing import CliRunner
 
 from gym.cli import app
@@ -214,15 +214,27 @@ def test_llamafactory_dpo_qlora_yaml(lf_project: Path) -> None:
 def test_axolotl_yaml(lf_project: Path) -> None:
     Path("data/chats.jsonl").write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n')
     output, toml = _init_from(AXOLOTL, "lora-1b.yml", target="run/gym.toml")
-    assert toml["model"]["name_or_path"] == "NousResearch/Llama-3.2-1B" and toml["model"]["template"] == "chatml"
+    assert (
+        toml["model"]["name_or_path"] == "NousResearch/Llama-3.2-1B" and toml["model"]["template"] == "chatml"
+    )
     hub, local = toml["datasets"]
     assert hub == {"hub": "teknium/GPT4-LLM-Cleaned", "format": "alpaca", "eval_fraction": 0.1}
     assert local["path"] == "../data/chats.jsonl" and local["format"] == "sharegpt"
     assert "columns" not in local  # sharegpt rows keep their messages in "conversations" already
     train = toml["train"]
-    assert (train["method"], train["adapter"], train["max_length"], train["packing"]) == ("sft", "lora", 2048, True)
+    assert (train["method"], train["adapter"], train["max_length"], train["packing"]) == (
+        "sft",
+        "lora",
+        2048,
+        True,
+    )
     assert (train["batch_size"], train["gradient_accumulation_steps"], train["epochs"]) == (2, 2, 1)
-    assert train["lora"] == {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": ["gate_proj", "down_proj", "q_proj"]}
+    assert train["lora"] == {
+        "r": 16,
+        "alpha": 32,
+        "dropout": 0.05,
+        "target_modules": ["gate_proj", "down_proj", "q_proj"],
+    }
     assert toml["project"]["output_dir"] == "./outputs/lora-out"
     for key in ("optimizer", "warmup_steps", "train_on_inputs"):
         assert f"not carried over {key}" in output

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
+import tomllib
 from typer.testing import CliRunner
 
 from gym.cli import app

@@ -73,7 +73,10 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
     from gym.config.loader import Override
 
     base = conversion.source.parent
-    datasets = [_dataset(item, index, conversion, base, target_dir) for index, item in enumerate(data.get("datasets") or [])]
+    datasets = [
+        _dataset(item, index, conversion, base, target_dir)
+        for index, item in enumerate(data.get("datasets") or [])
+    ]
     conversion.data["datasets"] = [d for d in datasets if d is not None]
     for index, dataset in enumerate(conversion.data["datasets"]):
         for name in dataset:
@@ -112,7 +115,9 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
             if value in TEMPLATES:
                 conversion.put(("model", "template"), TEMPLATES[value], key)
             else:
-                conversion.skip(key, f"Gym has no template {value!r}; model.template = 'auto' uses the tokenizer's own")
+                conversion.skip(
+                    key, f"Gym has no template {value!r}; model.template = 'auto' uses the tokenizer's own"
+                )
         elif key == "lr_scheduler":
             if value in SCHEDULERS:
                 conversion.put(("train", "lr_scheduler"), SCHEDULERS[value], key)
@@ -137,13 +142,20 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
             conversion.skip(key, "Gym has no equivalent setting")
     if "val_set_size" in data:
         conversion.put(("datasets", "*", "eval_fraction"), data["val_set_size"], "val_set_size")
-    overrides = [Override(("project", "output_dir"), conversion.data.get("project", {}).get("output_dir"), "")]
+    overrides = [
+        Override(("project", "output_dir"), conversion.data.get("project", {}).get("output_dir"), "")
+    ]
     if overrides[0].value is None:
-        overrides = [Override(("model", "name_or_path"), data.get("base_model", "model"), ""), Override(("train", "method"), conversion.data["train"]["method"], "")]
+        overrides = [
+            Override(("model", "name_or_path"), data.get("base_model", "model"), ""),
+            Override(("train", "method"), conversion.data["train"]["method"], ""),
+        ]
     conversion.put(("project", "name"), derived_project_name(overrides), "output_dir")
 
 
-def _dataset(item: Any, index: int, conversion: Conversion, base: Path, target_dir: Path) -> dict[str, Any] | None:
+def _dataset(
+    item: Any, index: int, conversion: Conversion, base: Path, target_dir: Path
+) -> dict[str, Any] | None:
     label = f"datasets[{index}]"
     if not isinstance(item, dict) or not item.get("path"):
         conversion.skip(label, "a dataset needs a path")
@@ -190,6 +202,24 @@ def _dataset(item: Any, index: int, conversion: Conversion, base: Path, target_d
             table["subset"] = item["name"]
     if item.get("split"):
         table["split"] = item["split"]
-    for key in set(item) - {"path", "type", "split", "name", "field", "field_messages", "message_property_mappings", "message_field_role", "message_field_content", "roles_to_train", "train_on_eos", "ds_type"}:
+    for key in set(item) - {
+        "path",
+        "type",
+        "split",
+        "name",
+        "field",
+        "field_messages",
+        "message_property_mappings",
+        "message_field_role",
+        "message_field_content",
+        "roles_to_train",
+        "train_on_eos",
+        "ds_type",
+    }:
         conversion.skip(f"{label}.{key}", "Gym has no equivalent dataset setting")
-    return dict(sorted(table.items(), key=lambda kv: ("path", "hub", "subset", "split", "format", "columns", "tags").index(kv[0])))
+    return dict(
+        sorted(
+            table.items(),
+            key=lambda kv: ("path", "hub", "subset", "split", "format", "columns", "tags").index(kv[0]),
+        )
+    )

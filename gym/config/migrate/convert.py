@@ -126,7 +126,10 @@ def _keep_what_validates(conversion: Conversion, target: Path) -> None:
                 known = next((p for p in conversion.origins if p == path[: len(p)]), None)
                 if known is None or known in essential or known[-1] in ("path", "hub", "format"):
                     # Nothing runnable: say what is missing, and what was left behind that may be why.
-                    left = [ConfigIssue(str(conversion.source), key, f"not carried over: {why}") for key, why in conversion.not_carried]
+                    left = [
+                        ConfigIssue(str(conversion.source), key, f"not carried over: {why}")
+                        for key, why in conversion.not_carried
+                    ]
                     raise ConfigError([*error.issues, *left]) from None
                 droppable.append((known, issue.message))
             for path, message in droppable:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gym.config.errors import ConfigError
-from gym.config.llamafactory import ALIASES, CONVERTED, IGNORED
+from gym.config.llamafactory import CONVERTED, IGNORED
 from gym.config.migrate.convert import Conversion, relative_to
 from gym.config.sections import NAMED_TEMPLATES
 
@@ -50,7 +50,9 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path, data
                 )
                 continue
         if key in OTHER_COMMANDS:
-            conversion.skip(key, "not a training setting (export/inference); see `gym export` and `gym serve`")
+            conversion.skip(
+                key, "not a training setting (export/inference); see `gym export` and `gym serve`"
+            )
             continue
         if key == "dataset_dir":
             continue
@@ -70,9 +72,7 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path, data
         overrides.extend(found)
     # Datasets first: per-dataset keys (max_samples, val_size) fan out over them. The adapter implied by
     # quantization_bit / use_dora wins over finetuning_type whatever their order, as in LLaMA-Factory.
-    overrides.sort(
-        key=lambda o: (o.path != ("datasets",), o.flag in ("--quantization_bit", "--use_dora"))
-    )
+    overrides.sort(key=lambda o: (o.path != ("datasets",), o.flag in ("--quantization_bit", "--use_dora")))
     for override in overrides:
         origin = override.flag.removeprefix("--")
         if override.path == ("datasets",):

@@ -39,8 +39,12 @@ def _table(data: dict[str, Any], conversion: Conversion, path: tuple) -> Any:
 def render(conversion: Conversion) -> str:
     document = tomlkit.document()
     tool = TOOL_NAMES[conversion.tool]
-    document.add(tomlkit.comment(f"gym.toml converted from {conversion.source.name} ({tool}) by `gym init --from`."))
-    document.add(tomlkit.comment("Check it with `gym validate`; every key is documented in docs/gym-toml.md."))
+    document.add(
+        tomlkit.comment(f"gym.toml converted from {conversion.source.name} ({tool}) by `gym init --from`.")
+    )
+    document.add(
+        tomlkit.comment("Check it with `gym validate`; every key is documented in docs/gym-toml.md.")
+    )
     if conversion.not_carried:
         document.add(tomlkit.comment(""))
         document.add(tomlkit.comment(f"Not carried over from the {tool} file:"))
