@@ -115,10 +115,10 @@ def validate(
     if quiet:
         return
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"
-    console.print(f"[green]✓[/green] {subject}")
-    _summary(loaded)
     from rich.markup import escape
 
+    console.print(f"[green]✓[/green] {escape(subject)}", soft_wrap=True)  # one line, the path as typed
+    _summary(loaded)
     from gym.config.errors import shorten_long_values
 
     for note in _warnings(loaded):
