@@ -18,10 +18,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from gym.config.envvars import expand_env
-from gym.config.errors import ConfigError, ConfigIssue, redact
+from gym.config.errors import ConfigError, ConfigIssue, redact, shorten
 from gym.config.messages import clean_loc, sentence
 from gym.config.positions import Positions
-from gym.config.reading import parse_toml, read_toml  # noqa: F401 - parse_toml re-exported for callers
+from gym.config.reading import (  # noqa: F401 - parse_toml re-exported for callers
+    MAX_DEPTH,
+    parse_toml,
+    read_toml,
+    too_deep_in_data,
+    too_deep_message,
+)
 from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues
 
 KeyPath = tuple[str | int, ...]
@@ -75,6 +81,12 @@ def build_config(
     config_path: Path | None = None,
 ) -> GymConfig:
     """Validate raw config data (already parsed) with overrides applied; raise ConfigError on any problem."""
+    for override in overrides:  # checked first: applying them recurses along the path
+        if len(override.path) > MAX_DEPTH or too_deep_in_data(override.value) is not None:
+            key = shorten(
+                ".".join(map(str, override.path[:3])) + ("..." if len(override.path) > 3 else ""), 60
+            )
+            raise ConfigError.single(COMMAND_LINE, too_deep_message(), f"{key} ({override.flag})")
     raw = copy.deepcopy(dict(data))
     for override in overrides:
         try:

@@ -100,18 +100,18 @@ def parse_toml(text: str, source: str) -> tuple[dict[str, Any], Positions, str]:
         line, column = _too_deep_in_text(text)
         statement = scan(text).statement_before(line, column)
         key = _dotted(statement[1]) if statement else ""
-        raise ConfigError.single(source, _too_deep_message(), key=key, line=line, column=column) from None
+        raise ConfigError.single(source, too_deep_message(), key=key, line=line, column=column) from None
     positions = scan(text)
-    deep = _too_deep_in_data(data)
+    deep = too_deep_in_data(data)
     if deep is not None:
         line, column = positions.find(deep)
         raise ConfigError.single(
-            source, _too_deep_message(), key=_dotted(deep[:3]) + "...", line=line, column=column
+            source, too_deep_message(), key=_dotted(deep[:3]) + "...", line=line, column=column
         )
     return data, positions, source
 
 
-def _too_deep_message() -> str:
+def too_deep_message() -> str:
     return f"values are nested more than {MAX_DEPTH} levels deep; a gym.toml needs only a few"
 
 
@@ -171,7 +171,7 @@ def _too_deep_in_text(text: str) -> tuple[int, int]:
     return 1, 1
 
 
-def _too_deep_in_data(data: Any) -> KeyPath | None:
+def too_deep_in_data(data: Any) -> KeyPath | None:
     """The path of the first value nested deeper than MAX_DEPTH (dotted keys can nest without brackets)."""
     stack: list[tuple[KeyPath, Any]] = [((), data)]
     while stack:

@@ -68,6 +68,16 @@ def test_deep_dotted_keys_are_one_sentence(write_toml) -> None:
     assert _validate(path).exit_code == 1
 
 
+@pytest.mark.parametrize(
+    "flag",
+    ["--set=" + ".".join(["k"] * 2000) + "=1", "--set=train.seed=" + "[" * 300 + "]" * 300],
+    ids=["deep-key", "deep-value"],
+)
+def test_deep_override_flags_are_one_sentence(write_toml, flag: str) -> None:
+    result = _validate(write_toml(HEAD), flag)
+    assert result.exit_code == 1 and "nested more than" in result.output and "(--set)" in result.output
+
+
 def test_unreadable_paths_are_one_sentence(tmp_path: Path) -> None:
     loop = tmp_path / "loop.toml"
     os.symlink(tmp_path / "other.toml", loop)

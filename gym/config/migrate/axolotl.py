@@ -49,16 +49,10 @@ IGNORED = {
     "dataset_prepared_path": "Gym caches prepared data itself, keyed by the data's content",
     "pad_to_sequence_len": "Gym pads each batch to its longest row",
     "eval_sample_packing": "Gym evaluates held-out rows unpacked",
-    "logging_steps": "",
-    "train_on_inputs": "",
     "wandb_entity": "set WANDB_ENTITY in the environment",
-    "wandb_watch": "",
     "wandb_name": "set WANDB_NAME in the environment",
-    "wandb_log_model": "",
     "special_tokens": "the tokenizer's own special tokens are used",
-    "group_by_length": "",
 }
-IGNORED = {key: reason for key, reason in IGNORED.items() if reason}
 TEMPLATES = {
     "chatml": "chatml", "llama3": "llama3", "llama2": "llama2", "qwen_25": "qwen2.5", "qwen3": "qwen3",
     "gemma": "gemma", "phi_3": "phi3", "mistral_v1": "mistral", "zephyr": "zephyr", "vicuna": "vicuna",
