@@ -66,7 +66,8 @@ def read_toml(path: Path) -> tuple[dict[str, Any], Positions, str]:
     """Parse a TOML file into plain Python data plus the positions of its keys."""
     source = display_path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
+        text = raw.decode("utf-8-sig")  # a BOM (some Windows editors write one) is not content
     except FileNotFoundError:
         raise ConfigError.single(source, "file not found (create one with `gym init`)") from None
     except IsADirectoryError:
@@ -74,8 +75,13 @@ def read_toml(path: Path) -> tuple[dict[str, Any], Positions, str]:
     except PermissionError:
         raise ConfigError.single(source, "cannot be read (permission denied)") from None
     except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
         raise ConfigError.single(
-            source, f"cannot be read as UTF-8 text (byte {error.start} is not UTF-8); save the file as UTF-8"
+            source,
+            f"byte 0x{raw[error.start]:02x} is not UTF-8 text; save the file as UTF-8",
+            line=line,
+            column=column,
         ) from None
     except ValueError:  # "embedded null byte"
         raise ConfigError.single(

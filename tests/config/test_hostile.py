@@ -148,3 +148,15 @@ def test_non_finite_numbers_are_refused(write_toml, table: str, key: str, value:
 def test_non_finite_flag_is_refused(write_toml) -> None:
     result = _validate(write_toml(HEAD), "--lora_alpha", "inf")
     assert result.exit_code == 1 and "expected a finite number" in result.output
+
+
+def test_byte_order_mark_is_accepted_and_latin1_is_located(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + HEAD.encode())
+    assert load_config(bom).project.name == "demo"
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(HEAD.replace('name = "demo"', 'name = "caf\xe9"').encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(latin)
+    (issue,) = caught.value.issues
+    assert (issue.line, issue.column) == (2, 12) and "0xe9 is not UTF-8" in issue.message
