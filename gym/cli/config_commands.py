@@ -26,7 +26,7 @@ def _unexpanded(config: GymConfig, text: str) -> str:
     from gym.config.errors import redact
 
     expanded = config.model_dump(mode="json")
-    for path, original in config._placeholders.items():
+    for path, original in config.env_references.items():
         value: object = expanded
         for part in path:
             try:

@@ -58,6 +58,11 @@ class GymConfig(Section):
     _source: Path | None = PrivateAttr(default=None)
     _placeholders: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
 
+    @property
+    def env_references(self) -> dict[tuple[str | int, ...], str]:
+        """Keys whose value came from ``${VAR}`` expansion -> the text as written in gym.toml."""
+        return dict(self._placeholders)
+
     def to_toml_data(self) -> dict[str, Any]:
         """The config as plain TOML data, every default filled in, ``${VAR}`` references kept as written.
 
