@@ -164,6 +164,8 @@ DYNAMIC = {
     "base": ((), ["gym.config", "gym.cli"]),
     "train": (("train",), ["gym.data", "gym.model", "gym.train"]),
     "cloud": (("cloud",), ["gym.launch"]),
+    "serve": (("train", "serve"), ["gym.api", "gym.hub"]),
+    "eval": (("train", "eval"), ["gym.eval"]),
 }
 
 
