@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
@@ -55,6 +56,30 @@ class GymConfig(Section):
     )
 
     _source: Path | None = PrivateAttr(default=None)
+    _placeholders: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_references(self) -> dict[tuple[str | int, ...], str]:
+        """Keys whose value came from ``${VAR}`` expansion -> the text as written in gym.toml."""
+        return dict(self._placeholders)
+
+    def to_toml_data(self) -> dict[str, Any]:
+        """The config as plain TOML data, every default filled in, ``${VAR}`` references kept as written.
+
+        What is written next to the weights (and may be pushed to the Hub): an expanded
+        ``${HF_TOKEN}`` there would publish the secret.
+        """
+        data = self.model_dump(mode="json", exclude_none=True)
+        for path, text in self._placeholders.items():
+            node: Any = data
+            try:
+                for part in path[:-1]:
+                    node = node[part]
+                if isinstance(node, list) or path[-1] in node:
+                    node[path[-1]] = text
+            except (KeyError, IndexError, TypeError):  # a key the schema dropped: nothing to restore
+                continue
+        return data
 
     @property
     def source(self) -> Path | None:
