@@ -213,9 +213,9 @@ class TrainConfig(Section):
     )
     cpu_threads: Literal["auto"] | int = Field(
         default="auto",
-        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else 1 for models under "
-        "20M parameters (tiny ops gain nothing from more threads and lose badly when cores are shared), "
-        "else one per core.",
+        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else measured: the "
+        "first steps alternate one thread and one per core, and the faster per trained token is kept "
+        "(train_results.json records the measurement).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
