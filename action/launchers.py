@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from action.outcome import LaunchOutcome
 
 if TYPE_CHECKING:
+    from action.sticky import RunState
     from gym.config import GymConfig
 
 
@@ -36,6 +37,7 @@ class LaunchRequest:
 
 
 Launcher = Callable[[LaunchRequest], LaunchOutcome]
+Canceller = Callable[["RunState"], None]  # stops a job a newer approved commit replaces
 
 
 def _results(config: GymConfig) -> dict | None:
@@ -85,3 +87,12 @@ def launch_here(request: LaunchRequest) -> LaunchOutcome:
 
 def default_launcher(request: LaunchRequest) -> LaunchOutcome:
     return launch_on_cloud(request) if request.cloud else launch_here(request)
+
+
+def cancel_on_cloud(state: RunState) -> None:
+    """Cancel the job a comment recorded (``sky.jobs.cancel`` for a managed job); raises LaunchError."""
+    from gym.launch.cloud import cancel_job
+
+    if not state.job_id.isdigit():  # a run on the runner itself has nothing to cancel
+        return
+    cancel_job(state.name, int(state.job_id), managed=state.managed)

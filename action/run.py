@@ -18,6 +18,7 @@ from action.launchers import Launcher, LaunchRequest
 from action.outcome import ConfigOutcome, PlanView
 from action.outputs import Redactor, annotation
 from action.policy import Decision
+from action.pricing import estimate
 
 if TYPE_CHECKING:
     from gym.config import ConfigError, ConfigIssue, GymConfig
@@ -43,13 +44,26 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
         task_yaml = redacted_yaml(plan, dict.fromkeys(names, REDACTED))
     except ImportError:  # PyYAML missing: the table still says everything that matters
         task_yaml = ""
+    compute = config.compute
+    num_nodes = int(plan.task.get("num_nodes") or 1)
+    use_spot = bool(resources.get("use_spot"))
+    price = estimate(
+        [str(a) for a in accelerators], use_spot=use_spot, num_nodes=num_nodes, infra=resources.get("infra")
+    )
+    if plan.managed:
+        runtime = "until training, eval and card finish; no time limit (cancel with `sky jobs cancel`)"
+    else:
+        idle = compute.autostop_minutes if compute is not None else 0
+        runtime = f"until the job ends; the cluster is torn down after {idle} idle minutes"
     return PlanView(
         target="cloud",
+        price=price.summary(num_nodes) + "".join(f"; {k}: {v}" for k, v in price.per_candidate.items()),
+        max_runtime=runtime,
         name=plan.name,
         accelerators=[str(a) for a in accelerators],
-        use_spot=bool(resources.get("use_spot")),
+        use_spot=use_spot,
         managed=plan.managed,
-        num_nodes=int(plan.task.get("num_nodes") or 1),
+        num_nodes=num_nodes,
         infra=resources.get("infra"),
         secrets=names,
         notes=plan.notes,
@@ -79,7 +93,14 @@ def process_config(
     redactor: Redactor,
     emit: Callable[[str], None] = print,
     wait: bool = False,
+    before_launch: Callable[[ConfigOutcome], None] | None = None,
 ) -> ConfigOutcome:
+    """Validate, plan and (when ``decision`` launches) launch one config; never raises.
+
+    ``before_launch`` runs once the config is valid and planned, right before the launcher (the
+    action cancels the job a new approval replaces there); a :class:`LaunchError` from it stops the
+    launch and is reported.
+    """
     from gym.config import ConfigError, config_from_args
     from gym.launch.task import LaunchError
 
@@ -121,6 +142,8 @@ def process_config(
 
     try:
         config = config_from_args(path, flags, env=launch_env)  # ${VARS} expand as on a real run
+        if before_launch is not None:
+            before_launch(outcome)
         outcome.launch = launcher(
             LaunchRequest(
                 config=config,

@@ -8,7 +8,7 @@ from action.changes import ChangedFile, matches, select_configs
 from action.context import Inputs, public_env
 from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation, write_outputs
-from action.policy import PullFacts, decide
+from action.policy import Approval, PullFacts, decide
 from action.render import MAX_BODY, marker, render
 from tests.action.conftest import RESULTS, parse_outputs
 
@@ -17,23 +17,44 @@ FORK = PullFacts(1, "mallory/models", "acme/models", frozenset({"gym:launch"}))
 GONE = PullFacts(1, None, "acme/models", frozenset({"gym:launch"}))
 
 
+WRITER = Approval("wendy", "write", True, 1)
+TRIAGER = Approval("tom", "triage", False, 2)
+
+
 @pytest.mark.parametrize(
-    ("requested", "event", "pull", "push", "expected"),
+    ("requested", "event", "pull", "push", "labeled", "approval", "expected"),
     [
-        ("auto", "pull_request", SAME, False, "launch"),
-        ("launch", "pull_request", FORK, False, "plan"),
-        ("launch", "pull_request", GONE, False, "plan"),
-        ("launch", "pull_request", PullFacts(1, "acme/models", "acme/models"), False, "plan"),
-        ("launch", "pull_request_target", None, False, "plan"),
-        ("auto", "push", None, True, "launch"),
-        ("auto", "push", None, False, "plan"),
-        ("auto", "workflow_dispatch", None, False, "plan"),
-        ("launch", "workflow_dispatch", None, False, "launch"),
-        ("validate", "push", None, True, "validate"),
+        ("auto", "pull_request", SAME, False, True, WRITER, "launch"),
+        ("auto", "pull_request", SAME, False, True, TRIAGER, "plan"),
+        ("auto", "pull_request", SAME, False, True, None, "plan"),
+        ("auto", "pull_request", SAME, False, False, WRITER, "plan"),  # a push after the label
+        ("launch", "pull_request", FORK, False, True, WRITER, "plan"),
+        ("launch", "pull_request", GONE, False, True, WRITER, "plan"),
+        ("launch", "pull_request_target", None, False, True, WRITER, "plan"),
+        ("auto", "push", None, True, False, None, "launch"),
+        ("auto", "push", None, False, False, None, "plan"),
+        ("auto", "workflow_dispatch", None, False, False, None, "plan"),
+        ("launch", "workflow_dispatch", None, False, False, None, "launch"),
+        ("validate", "push", None, True, False, None, "validate"),
     ],
 )
-def test_policy(requested, event, pull, push, expected) -> None:
-    assert decide(requested, event, pull=pull, label="gym:launch", default_branch_push=push).mode == expected
+def test_policy(requested, event, pull, push, labeled, approval, expected) -> None:
+    decision = decide(
+        requested,
+        event,
+        pull=pull,
+        label="gym:launch",
+        default_branch_push=push,
+        labeled_now=labeled,
+        approval=approval,
+        head_sha="a" * 40,
+    )
+    assert decision.mode == expected
+    if approval is TRIAGER and labeled and pull is SAME:
+        assert decision.reason == (
+            "plan only: label `gym:launch` applied by @tom who has triage permission "
+            "(launching needs write, maintain or admin)"
+        )
 
 
 def test_config_patterns() -> None:
