@@ -18,6 +18,8 @@ import pytest
 from action.launchers import LaunchRequest
 from action.main import main
 from action.outcome import LaunchOutcome
+from action.sticky import RunState
+from gym.launch.task import LaunchError
 from tests.action.github_server import FakeGitHub, serve
 
 EVENTS = Path(__file__).parent / "events"
@@ -101,6 +103,19 @@ class RecordingLauncher:
 
 
 @dataclass
+class RecordingCanceller:
+    """Stands in for ``sky.jobs.cancel`` (tests/action/test_cloud_cancel.py runs the real one)."""
+
+    cancelled: list[RunState] = field(default_factory=list)
+    fail: str = ""
+
+    def __call__(self, state: RunState) -> None:
+        if self.fail:
+            raise LaunchError(self.fail)
+        self.cancelled.append(state)
+
+
+@dataclass
 class Result:
     rc: int
     outputs: dict[str, str]
@@ -147,7 +162,7 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
     counter = {"n": 0}
 
     def run(event: str, name: str, launcher: RecordingLauncher, *, event_data: dict[str, Any] | None = None,
-            **inputs: str) -> Result:  # fmt: skip
+            canceller: RecordingCanceller | None = None, **inputs: str) -> Result:  # fmt: skip
         counter["n"] += 1
         runner = tmp_path / f"runner{counter['n']}"
         runner.mkdir()
@@ -172,7 +187,7 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
             **{f"GYM_INPUT_{key.upper()}": value for key, value in inputs.items()},
         }
         env = RecordingEnv(data)
-        rc = main(env, launcher)
+        rc = main(env, launcher, canceller or RecordingCanceller())
         out = runner / "output"
         summary = runner / "summary.md"
         return Result(

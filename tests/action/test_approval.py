@@ -1,0 +1,194 @@
+"""Who may spend money, on what commit, how often: the approval rules against the recording GitHub API.
+
+Each run is the real entrypoint (PyGithub against tests/action/github_server.py); only the launcher
+and the canceller (SkyPilot) are recorded here. tests/action/test_cloud_cancel.py runs the real
+SkyPilot canceller against the SkyPilot API double.
+"""
+
+from __future__ import annotations
+
+import json
+import pytest
+
+from action.outcome import LaunchOutcome
+from action.sticky import RunState
+from tests.action.conftest import EVENTS, RecordingCanceller, RecordingLauncher
+
+SHA_A, SHA_C = "a" * 40, "c" * 40
+MARKER = "<!-- gym-action config=gym.toml -->"
+
+
+def _event(action: str, sha: str) -> dict:
+    event = json.loads((EVENTS / "pr_labeled.json").read_text())
+    event["action"] = action
+    event["pull_request"]["head"]["sha"] = sha
+    if action != "labeled":
+        event.pop("label", None)
+    return event
+
+
+@pytest.fixture
+def pr(github):
+    github.pulls[8] = {"head_repo": "acme/models"}
+    github.files[8] = [("gym.toml", "modified")]
+    github.labels[8] = []
+    github.roles.update(wendy="write", tom="triage", max="maintain", rita="read", carl="security-reviewer")
+    return github
+
+
+@pytest.fixture
+def act(run_action):
+    """One workflow run of PR 8 for a pull_request event of ``action`` at head ``sha``."""
+    canceller = RecordingCanceller()
+
+    def run(action: str, sha: str, launcher: RecordingLauncher, **inputs: str):
+        event = _event(action, sha)
+        return run_action("pr_labeled.json", "pull_request", launcher, event_data=event, canceller=canceller, **inputs)
+
+    run.canceller = canceller
+    return run
+
+
+def _comment(github) -> dict:
+    (comment,) = [c for c in github.comments[8] if c["user"]["login"] == "github-actions[bot]"]
+    return comment
+
+
+def test_label_by_triage_user_only_plans(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "tom")
+    launcher = RecordingLauncher()
+    result = act("labeled", SHA_A, launcher)
+    assert result.rc == 0, result.stdout
+    assert launcher.requests == []
+    line = (
+        "plan only: label `gym:launch` applied by @tom who has triage permission "
+        "(launching needs write, maintain or admin)"
+    )
+    assert f"- {line}\n" in _comment(pr)["body"] and f"- {line}\n" in result.summary
+    assert pr.calls("GET", r"/collaborators/tom/permission$")
+    assert "gym:launch" in pr.labels[8]  # not a maintainer's label: left where it is
+    assert result.outputs["mode"] == "plan" and result.outputs["job-id"] == ""
+
+
+@pytest.mark.parametrize(("who", "role"), [("wendy", "write"), ("max", "maintain")])
+def test_label_by_writer_launches_once_and_is_used_up(pr, act, who, role) -> None:
+    pr.apply_label(8, "gym:launch", who)
+    launcher = RecordingLauncher()
+    result = act("labeled", SHA_A, launcher)
+    assert result.rc == 0, result.stdout
+    assert len(launcher.requests) == 1
+    body = _comment(pr)["body"]
+    assert f"launch approved: label `gym:launch` applied by @{who} who has {role} permission, for commit aaaaaaaaaaaa" in body
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **finished**" in body
+    assert "removed the `gym:launch` label: its approval covered commit aaaaaaaaaaaa only" in body
+    assert pr.labels[8] == [] and pr.calls("DELETE", r"/issues/8/labels/gym%3Alaunch$")
+    state = RunState.parse(body)
+    assert state is not None and (state.sha, state.job_id, state.approved_by) == (SHA_A, "42", who)
+    assert result.outputs["job-id"] == "42"
+
+
+def test_custom_role_counts_by_its_base_permission(pr, act) -> None:
+    pr.roles["carl"] = "security-reviewer"  # the fake answers permission "security-reviewer" -> not write
+    pr.apply_label(8, "gym:launch", "carl")
+    launcher = RecordingLauncher()
+    act("labeled", SHA_A, launcher)
+    assert launcher.requests == []
+    assert "who has security-reviewer (based on security-reviewer) permission" in _comment(pr)["body"]
+
+
+def test_new_commit_after_launch_waits_for_a_new_approval(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "wendy")
+    launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted"))
+    act("labeled", SHA_A, launcher, wait="false")
+    assert len(launcher.requests) == 1
+
+    pushed = act("synchronize", SHA_C, launcher, wait="false")  # the author pushes a new commit
+    assert pushed.rc == 0 and len(launcher.requests) == 1
+    body = _comment(pr)["body"]
+    assert "plan only: commit cccccccccccc is not approved (no `gym:launch` label)" in body
+    assert "the job shown below ran commit aaaaaaaaaaaa, not cccccccccccc" in body
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **submitted**" in body
+    assert pushed.outputs["job-id"] == "42"
+
+    pr.labels[8].append("gym:launch")  # the label is back on, but no new `labeled` event approved C
+    again = act("synchronize", SHA_C, launcher, wait="false")
+    assert len(launcher.requests) == 1
+    assert "the `gym:launch` label on this PR approved an earlier commit" in _comment(pr)["body"]
+    assert again.outputs["mode"] == "plan"
+
+
+def test_rerun_of_the_same_commit_reports_the_existing_job(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "wendy")
+    launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted"))
+    act("labeled", SHA_A, launcher, wait="false")
+    rerun = act("labeled", SHA_A, launcher, wait="false")  # "Re-run jobs" replays the same payload
+    assert rerun.rc == 0, rerun.stdout
+    assert len(launcher.requests) == 1 and act.canceller.cancelled == []
+    body = _comment(pr)["body"]
+    line = "no second launch: job 42 for commit aaaaaaaaaaaa already exists (state: submitted); a re-run reports it"
+    assert line in body and line in rerun.summary
+    assert rerun.outputs["job-id"] == "42"
+    assert len(pr.comments[8]) == 1
+
+
+def test_newer_approved_commit_cancels_the_previous_job(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "wendy")
+    act("labeled", SHA_A, RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")), wait="false")
+    pr.apply_label(8, "gym:launch", "max")  # a maintainer approves commit C
+    launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="43", detail="submitted"))
+    result = act("labeled", SHA_C, launcher, wait="false")
+    assert result.rc == 0, result.stdout
+    (cancelled,) = act.canceller.cancelled
+    assert (cancelled.job_id, cancelled.sha, cancelled.managed, cancelled.name) == ("42", SHA_A, True, "gym-support-bot")
+    assert len(launcher.requests) == 1
+    body = _comment(pr)["body"]
+    assert (
+        "cancelled the previous job 42 (commit aaaaaaaaaaaa) through SkyPilot before launching: "
+        "one job per pull request and config"
+    ) in body
+    assert "**Job:** SkyPilot managed job `43` · commit `cccccccccccc` · state **submitted** · approved by @max" in body
+    assert "earlier: job 42 · commit aaaaaaaaaaaa · cancelled" in body
+
+
+def test_a_cancel_that_fails_launches_nothing(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "wendy")
+    act("labeled", SHA_A, RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")), wait="false")
+    pr.apply_label(8, "gym:launch", "wendy")
+    act.canceller.fail = "could not cancel managed job 42: the jobs controller is not up"
+    launcher = RecordingLauncher()
+    result = act("labeled", SHA_C, launcher, wait="false")
+    assert result.rc == 1 and launcher.requests == []
+    body = _comment(pr)["body"]
+    assert "could not cancel managed job 42" in body
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **submitted**" in body
+    assert "gym:launch" in pr.labels[8]  # nothing launched: the approval is not used up
+
+
+def test_spoofed_marker_comment_is_never_edited_nor_trusted(pr, act) -> None:
+    fake_state = RunState(sha=SHA_A, job_id="999", name="gym-x", managed=True, approval=1).line()
+    planted = f"{MARKER}\n{fake_state}\nI am the action, trust me"
+    spoof = pr.add_comment(8, planted, "mallory")
+    pr.apply_label(8, "gym:launch", "wendy")
+    launcher = RecordingLauncher()
+    result = act("labeled", SHA_A, launcher)
+    assert result.rc == 0, result.stdout
+    assert len(launcher.requests) == 1  # the planted "job for this commit" did not stop the launch
+    assert act.canceller.cancelled == []  # nor did it make the action cancel job 999
+    assert pr.comments[8][0] == {"id": spoof, "body": planted, "user": {"login": "mallory", "type": "User"}}
+    assert not pr.calls("PATCH", rf"/issues/comments/{spoof}$")
+    body = _comment(pr)["body"]
+    assert f"ignored 1 comment(s) carrying this config's marker by @mallory (comment {spoof})" in body
+    assert "ignored 1 comment(s)" in result.summary
+    assert pr.calls("GET", r"^/user$")  # the action asked who it is
+
+
+def test_token_with_a_user_finds_its_own_comment(pr, act) -> None:
+    """A personal or app token that may call GET /user: its login is the author to trust."""
+    pr.user_login = "gym-bot"
+    pr.add_comment(8, f"{MARKER}\nold report", "github-actions[bot]")  # someone else's now
+    act("synchronize", SHA_A, RecordingLauncher())
+    mine = [c for c in pr.comments[8] if c["user"]["login"] == "gym-bot"]
+    assert len(mine) == 1 and mine[0]["body"].startswith(MARKER)
+    assert pr.comments[8][0]["body"] == f"{MARKER}\nold report"
+    act("synchronize", SHA_C, RecordingLauncher())
+    assert len(pr.comments[8]) == 2  # updated its own, never the other
