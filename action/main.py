@@ -208,9 +208,9 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, cancelle
         done.append((sticky, step, outcome))
 
     label_line = ""
-    if decision.approval is not None and context.pull_number is not None:
-        if any(outcome.launch is not None for _, _, outcome in done):
-            label_line = _use_up_label(api, context.pull_number, context.inputs.launch_label, head)
+    launched = any(outcome.launch is not None for _, _, outcome in done)
+    if launched and decision.approval is not None and context.pull_number is not None:
+        label_line = _use_up_label(api, context.pull_number, context.inputs.launch_label, head)
 
     urls: list[str] = []
     bodies: list[str] = []

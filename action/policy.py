@@ -81,7 +81,9 @@ def decide(
     if requested in ("validate", "plan"):
         return Decision(requested, f"{requested} only: mode = {requested}")
     if event_name == "pull_request_target":
-        return Decision("plan", "plan only: pull_request_target never launches (it runs with secrets beside PR code)")
+        return Decision(
+            "plan", "plan only: pull_request_target never launches (it runs with secrets beside PR code)"
+        )
     if pull is not None:
         short = head_sha[:12] or "this commit"
         if pull.is_fork:
@@ -111,5 +113,6 @@ def decide(
     if default_branch_push:
         return Decision("launch", "launch: push to the default branch")
     return Decision(
-        "plan", f"plan only: auto mode plans on {event_name or 'this event'}; it launches on the default branch"
+        "plan",
+        f"plan only: auto mode plans on {event_name or 'this event'}; it launches on the default branch",
     )

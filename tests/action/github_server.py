@@ -38,7 +38,9 @@ class FakeGitHub:
     commits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     read_only: bool = False
     events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # issue events (labeled, ...)
-    roles: dict[str, str] = field(default_factory=dict)  # login -> role_name (admin, maintain, write, triage, read)
+    roles: dict[str, str] = field(
+        default_factory=dict
+    )  # login -> role_name (admin, maintain, write, triage, read)
     user_login: str | None = None  # GET /user: None -> 403 (an installation token, like GITHUB_TOKEN)
     bot_login: str = "github-actions[bot]"  # who comments created with the token are by
     requests: list[Recorded] = field(default_factory=list)
@@ -159,7 +161,10 @@ class FakeGitHub:
         comment = {
             "id": self._next_id,
             "body": body["body"],
-            "user": {"login": self.user_login or self.bot_login, "type": "User" if self.user_login else "Bot"},
+            "user": {
+                "login": self.user_login or self.bot_login,
+                "type": "User" if self.user_login else "Bot",
+            },
         }
         self.comments.setdefault(number, []).append(comment)
         return 201, self._comment_json(number, comment)

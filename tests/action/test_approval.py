@@ -8,6 +8,7 @@ SkyPilot canceller against the SkyPilot API double.
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from action.outcome import LaunchOutcome
@@ -43,7 +44,9 @@ def act(run_action):
 
     def run(action: str, sha: str, launcher: RecordingLauncher, **inputs: str):
         event = _event(action, sha)
-        return run_action("pr_labeled.json", "pull_request", launcher, event_data=event, canceller=canceller, **inputs)
+        return run_action(
+            "pr_labeled.json", "pull_request", launcher, event_data=event, canceller=canceller, **inputs
+        )
 
     run.canceller = canceller
     return run
@@ -78,7 +81,10 @@ def test_label_by_writer_launches_once_and_is_used_up(pr, act, who, role) -> Non
     assert result.rc == 0, result.stdout
     assert len(launcher.requests) == 1
     body = _comment(pr)["body"]
-    assert f"launch approved: label `gym:launch` applied by @{who} who has {role} permission, for commit aaaaaaaaaaaa" in body
+    assert (
+        f"launch approved: label `gym:launch` applied by @{who} who has {role} permission, for commit aaaaaaaaaaaa"
+        in body
+    )
     assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **finished**" in body
     assert "removed the `gym:launch` label: its approval covered commit aaaaaaaaaaaa only" in body
     assert pr.labels[8] == [] and pr.calls("DELETE", r"/issues/8/labels/gym%3Alaunch$")
@@ -133,26 +139,44 @@ def test_rerun_of_the_same_commit_reports_the_existing_job(pr, act) -> None:
 
 def test_newer_approved_commit_cancels_the_previous_job(pr, act) -> None:
     pr.apply_label(8, "gym:launch", "wendy")
-    act("labeled", SHA_A, RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")), wait="false")
+    act(
+        "labeled",
+        SHA_A,
+        RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")),
+        wait="false",
+    )
     pr.apply_label(8, "gym:launch", "max")  # a maintainer approves commit C
     launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="43", detail="submitted"))
     result = act("labeled", SHA_C, launcher, wait="false")
     assert result.rc == 0, result.stdout
     (cancelled,) = act.canceller.cancelled
-    assert (cancelled.job_id, cancelled.sha, cancelled.managed, cancelled.name) == ("42", SHA_A, True, "gym-support-bot")
+    assert (cancelled.job_id, cancelled.sha, cancelled.managed, cancelled.name) == (
+        "42",
+        SHA_A,
+        True,
+        "gym-support-bot",
+    )
     assert len(launcher.requests) == 1
     body = _comment(pr)["body"]
     assert (
         "cancelled the previous job 42 (commit aaaaaaaaaaaa) through SkyPilot before launching: "
         "one job per pull request and config"
     ) in body
-    assert "**Job:** SkyPilot managed job `43` · commit `cccccccccccc` · state **submitted** · approved by @max" in body
+    assert (
+        "**Job:** SkyPilot managed job `43` · commit `cccccccccccc` · state **submitted** · approved by @max"
+        in body
+    )
     assert "earlier: job 42 · commit aaaaaaaaaaaa · cancelled" in body
 
 
 def test_a_cancel_that_fails_launches_nothing(pr, act) -> None:
     pr.apply_label(8, "gym:launch", "wendy")
-    act("labeled", SHA_A, RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")), wait="false")
+    act(
+        "labeled",
+        SHA_A,
+        RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")),
+        wait="false",
+    )
     pr.apply_label(8, "gym:launch", "wendy")
     act.canceller.fail = "could not cancel managed job 42: the jobs controller is not up"
     launcher = RecordingLauncher()
