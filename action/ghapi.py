@@ -84,6 +84,8 @@ class GitHubAPI:
         ``maintain`` from ``write`` and ``triage`` from ``read``; a custom role falls back to its base
         ``permission`` (``admin``/``write`` may launch).
         """
+        from github import GithubException
+
         latest = None
         for event in self._pull(number).get_issue_events():
             if event.event == "labeled" and event.label is not None and event.label.name == label:
@@ -91,7 +93,13 @@ class GitHubAPI:
         if latest is None or latest.actor is None:
             return None
         actor = str(latest.actor.login)
-        role = self.repo.get_collaborator_role_name(actor)
+        try:
+            role = self.repo.get_collaborator_role_name(actor)
+        except GithubException as error:
+            if error.status != 404:
+                raise
+            # the account is gone or unknown to the repository: no role at all
+            return Approval(actor=actor, role="no", allowed=False, event_id=int(latest.id))
         allowed = role in LAUNCH_ROLES
         if role not in KNOWN_ROLES:
             base = self.repo.get_collaborator_permission(actor)

@@ -216,3 +216,11 @@ def test_token_with_a_user_finds_its_own_comment(pr, act) -> None:
     assert pr.comments[8][0]["body"] == f"{MARKER}\nold report"
     act("synchronize", SHA_C, RecordingLauncher())
     assert len(pr.comments[8]) == 2  # updated its own, never the other
+
+
+def test_label_by_someone_no_longer_a_collaborator_only_plans(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "former")  # applied, then removed from the repository
+    launcher = RecordingLauncher()
+    result = act("labeled", SHA_A, launcher)
+    assert result.rc == 0 and launcher.requests == []
+    assert "label `gym:launch` applied by @former who has no permission" in _comment(pr)["body"]

@@ -115,3 +115,18 @@ def test_outputs_use_random_delimiters_and_are_redacted(tmp_path) -> None:
 def test_annotations_cannot_inject_workflow_commands() -> None:
     text = annotation("error", "bad\n::add-mask::x 100%", file="a,b:c.toml", line=3, col=4)
     assert text == "::error file=a%2Cb%3Ac.toml,line=3,col=4::bad%0A::add-mask::x 100%25"
+
+
+def test_run_state_round_trips_and_rejects_garbage() -> None:
+    from action.sticky import RunState, with_state
+
+    state = RunState(sha="a" * 40, job_id="7", name="gym-x--y", managed=True, approval=3, history=["-->"])
+    body = with_state("<!-- gym-action config=gym.toml -->\n### Gym\ntext\n", state)
+    assert body.splitlines()[1] == state.line() and "-->" not in state.line().removesuffix(" -->")
+    assert RunState.parse(body) == state
+    newer = RunState(sha="c" * 40, job_id="8", name="gym-x", managed=False, approval=4)
+    assert (
+        RunState.parse(with_state(body, newer)) == newer and with_state(body, newer).count("gym-state") == 1
+    )
+    assert RunState.parse("<!-- gym-state bm90IGpzb24= -->") is None  # base64 of "not json"
+    assert RunState.parse("<!-- gym-state e30= -->") is None  # {} lacks the fields
