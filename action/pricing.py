@@ -27,11 +27,15 @@ class PriceEstimate:
     high: float | None = None
     unknown: str = ""  # why no price at all
 
-    def summary(self, nodes: int) -> str:
+    def summary(self, nodes: int, max_hours: float = 0) -> str:
+        """One line: the hourly range for all nodes and, with a runtime limit, the most a run can cost."""
         if self.low is None or self.high is None:
             return f"unknown ({self.unknown})"
         span = f"${self.low:,.2f}/h" if self.low == self.high else f"${self.low:,.2f}–${self.high:,.2f}/h"
-        return f"≈ {span} for {nodes} node{'s' if nodes > 1 else ''} (cheapest cached offer per candidate)"
+        line = f"≈ {span} for {nodes} node{'s' if nodes > 1 else ''} (cheapest cached offer per candidate)"
+        if max_hours:
+            line += f", at most ≈ ${self.high * max_hours:,.2f} for {max_hours:g} h"
+        return line
 
 
 def _cached_clouds() -> list[str]:

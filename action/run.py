@@ -50,14 +50,22 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
     price = estimate(
         [str(a) for a in accelerators], use_spot=use_spot, num_nodes=num_nodes, infra=resources.get("infra")
     )
-    if plan.managed:
-        runtime = "until training, eval and card finish; no time limit (cancel with `sky jobs cancel`)"
+    hours = compute.max_runtime_hours if compute is not None else 0
+    if hours:
+        runtime = (
+            f"{hours:g} h, then the run is stopped (`compute.max_runtime_hours`; "
+            "the clock restarts when a managed job recovers from preemption)"
+        )
     else:
-        idle = compute.autostop_minutes if compute is not None else 0
-        runtime = f"until the job ends; the cluster is torn down after {idle} idle minutes"
+        runtime = (
+            "no limit (`compute.max_runtime_hours = 0`): until train → eval → card end or it is cancelled"
+        )
+    if not plan.managed and compute is not None:
+        runtime += f"; the cluster is torn down after {compute.autostop_minutes} idle minutes"
     return PlanView(
         target="cloud",
-        price=price.summary(num_nodes) + "".join(f"; {k}: {v}" for k, v in price.per_candidate.items()),
+        price=price.summary(num_nodes, hours)
+        + "".join(f"; {k}: {v}" for k, v in price.per_candidate.items()),
         max_runtime=runtime,
         name=plan.name,
         accelerators=[str(a) for a in accelerators],

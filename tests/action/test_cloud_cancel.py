@@ -41,6 +41,11 @@ def _catalog_version() -> str:
 
 
 def test_new_approval_cancels_the_old_job_through_skypilot(github, workspace, tmp_path) -> None:
+    (workspace / "gym.toml").write_text(
+        (workspace / "gym.toml")
+        .read_text()
+        .replace("managed = true", "managed = true\nmax_runtime_hours = 6")
+    )
     home = tmp_path / "home"
     catalog = home / ".sky" / "catalogs" / _catalog_version() / "aws"
     catalog.mkdir(parents=True)
@@ -89,8 +94,13 @@ def test_new_approval_cancels_the_old_job_through_skypilot(github, workspace, tm
     assert "cancelled the previous job 41 (commit bbbbbbbbbbbb) through SkyPilot before launching" in body
     assert "**Job:** SkyPilot managed job `7` · commit `aaaaaaaaaaaa` · state **submitted**" in body
     # A100:1 spot on the cached AWS list: $1.25/h; H100:1 spot: $2.75/h.
-    assert "| hourly price | ≈ $1.25–$2.75/h for 1 node (cheapest cached offer per candidate)" in body
+    assert (
+        "| hourly price | ≈ $1.25–$2.75/h for 1 node (cheapest cached offer per candidate), "
+        "at most ≈ $16.50 for 6 h" in body
+    )
     assert "A100:1: $1.25/h spot (aws a2-like.1g)" in body
-    assert "| max runtime |" in body
+    assert "| max runtime | 6 h, then the run is stopped (`compute.max_runtime_hours`" in body
+    launched = json.loads(next(c["body"] for c in calls if c["path"] == "/jobs/launch"))
+    assert "GYM_MAX_RUNTIME_S: '21600'" in launched["task"]
     assert "cancelled the previous job 41" in summary.read_text()
     assert HF_TOKEN not in body and HF_TOKEN not in done.stdout
