@@ -7,7 +7,8 @@ what that config already has (:class:`action.sticky.RunState`), and this module 
 - the same commit already has a job (a re-run of the workflow) → no second launch; the comment
   reports that job;
 - this approval (the ``labeled`` event id) already launched an earlier commit → no launch;
-- an older commit's job may still be running → it is cancelled through SkyPilot first (a newer
+- an older commit's job that SkyPilot still reports as running (asked in launch-approved runs only,
+  :func:`refresh`) → it is cancelled through SkyPilot first (a newer
   approved commit replaces it: one job per pull request and config, never two billing side by side).
   The action does not wait for the old job instead: its commit is no longer what the PR proposes.
 """
@@ -17,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from action.launchers import JobControl
 from action.outcome import ConfigOutcome
 from action.policy import Decision
 from action.sticky import RunState
+from gym.launch.task import LaunchError
 
 
 @dataclass
@@ -53,8 +56,10 @@ def step_for_config(decision: Decision, previous: RunState | None, head: str) ->
             f"{previous.sha[:12]} (job {previous.job_id}); apply the label again to approve {head[:12]}"
         )
         return ConfigStep(dataclasses.replace(decision, mode="plan"), previous, lines=[why])
-    cancel = previous if previous is not None and previous.active else None
-    return ConfigStep(decision, previous, cancel=cancel)
+    if previous is not None and not previous.active:
+        line = f"the previous job {previous.job_id} (commit {previous.sha[:12]}) already ended ({previous.state}): nothing to cancel"
+        return ConfigStep(decision, previous, lines=[line])
+    return ConfigStep(decision, previous, cancel=previous)
 
 
 def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait: bool) -> RunState | None:
@@ -64,9 +69,10 @@ def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait:
         return step.previous
     approval = step.decision.approval
     plan = outcome.plan
+    ended = bool(launch.results) or wait or not launch.job_id  # followed to its end, or ran on this runner
     if launch.results:
         state = "finished"
-    elif wait or not launch.job_id:  # followed to its end, or ran on this runner
+    elif ended:
         state = "ended" if outcome.ok else "failed"
     else:
         state = "submitted"
@@ -83,4 +89,18 @@ def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait:
         approved_by=approval.actor if approval is not None else "",
         state=state,
         history=history[-10:],
+        ended=ended,
     )
+
+
+def refresh(jobs: JobControl, previous: RunState) -> str:
+    """Ask SkyPilot for the previous job's state now (only in a launch-approved run); one line."""
+    try:
+        found = jobs.status(previous)
+    except LaunchError as error:
+        return f"{error}; its state as last recorded: {previous.state}"
+    if found is None:
+        previous.state, previous.ended = "not found", True
+        return f"SkyPilot does not know job {previous.job_id} (commit {previous.sha[:12]}) any more"
+    previous.state, previous.ended = found
+    return f"SkyPilot reports job {previous.job_id} (commit {previous.sha[:12]}) as {previous.state}"

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from action.outcome import LaunchOutcome
 
@@ -37,7 +37,6 @@ class LaunchRequest:
 
 
 Launcher = Callable[[LaunchRequest], LaunchOutcome]
-Canceller = Callable[["RunState"], None]  # stops a job a newer approved commit replaces
 
 
 def _results(config: GymConfig) -> dict | None:
@@ -89,10 +88,30 @@ def default_launcher(request: LaunchRequest) -> LaunchOutcome:
     return launch_on_cloud(request) if request.cloud else launch_here(request)
 
 
-def cancel_on_cloud(state: RunState) -> None:
-    """Cancel the job a comment recorded (``sky.jobs.cancel`` for a managed job); raises LaunchError."""
-    from gym.launch.cloud import cancel_job
+class JobControl(Protocol):
+    """What the action asks about a job it launched earlier (recorded in its sticky comment)."""
 
-    if not state.job_id.isdigit():  # a run on the runner itself has nothing to cancel
-        return
-    cancel_job(state.name, int(state.job_id), managed=state.managed)
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        """The job's status now and whether it has ended; None when the job is not found."""
+        ...
+
+    def cancel(self, state: RunState) -> None:
+        """Stop the job; raises :class:`gym.launch.task.LaunchError` when it cannot."""
+        ...
+
+
+class SkyPilotJobs:
+    """:class:`JobControl` through SkyPilot's SDK (``sky.jobs.queue_v2``, ``sky.jobs.cancel``)."""
+
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        from gym.launch.cloud import job_status
+
+        if not state.job_id.isdigit():  # a run on the runner itself: it ended with its workflow run
+            return ("ended", True)
+        return job_status(state.name, int(state.job_id), managed=state.managed)
+
+    def cancel(self, state: RunState) -> None:
+        from gym.launch.cloud import cancel_job
+
+        if state.job_id.isdigit():
+            cancel_job(state.name, int(state.job_id), managed=state.managed)

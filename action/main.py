@@ -1,8 +1,8 @@
 """The action's entrypoint: event → configs to run → mode → validate/plan/launch → comment, summary, outputs.
 
-:func:`main` takes the environment, the launcher and the canceller as arguments, so tests drive the
+:func:`main` takes the environment, the launcher and the job control as arguments, so tests drive the
 real thing with event fixtures, a GitHub API server on 127.0.0.1 and a recording launcher (or the real
-SkyPilot ones against a SkyPilot API double). Exit status: 0 when every config is valid (and, when
+SkyPilot launcher and job control against a SkyPilot API double). Exit status: 0 when every config is valid (and, when
 launching, launched); 1 otherwise, so the check fails on a broken gym.toml.
 
 Every decision (why it launched, why not, which job it cancelled, which comments it ignored) is one
@@ -17,10 +17,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from action.approval import ConfigStep, launched_state, step_for_config
+from action.approval import ConfigStep, launched_state, refresh, step_for_config
 from action.changes import ChangedFile, configs_in_workspace, select_configs
 from action.context import ActionError, Context, is_secret_name, public_env
-from action.launchers import Canceller, Launcher, cancel_on_cloud, default_launcher
+from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
 from action.outcome import ConfigOutcome
 from action.outputs import Redactor, annotation, write_outputs, write_summary
 from action.policy import Decision, decide
@@ -144,7 +144,7 @@ def _impostor_line(sticky: Sticky, own: str) -> str:
     )
 
 
-def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, canceller: Canceller) -> int:
+def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: JobControl) -> int:
     context = Context.from_env(env)
     token = env.get(TOKEN_ENV, "")
     redactor.add(token)
@@ -177,15 +177,21 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, cancelle
     done: list[tuple[Sticky | None, ConfigStep, ConfigOutcome]] = []
     for relative in configs:
         sticky = _find_sticky(context, api, relative)
-        step = step_for_config(decision, sticky.state if sticky is not None else None, head)
+        previous = sticky.state if sticky is not None else None
+        asked = ""
+        if decision.launches and decision.approval is not None and previous is not None and previous.active:
+            asked = refresh(jobs, previous)  # secrets and SkyPilot are only touched in an approved run
+        step = step_for_config(decision, previous, head)
+        if asked:
+            step.lines.insert(0, asked)
         if sticky is not None and sticky.impostors:
             step.lines.append(_impostor_line(sticky, api.own_login))
 
         def cancel_previous(_: ConfigOutcome, step: ConfigStep = step) -> None:
             previous = step.cancel
             assert previous is not None
-            canceller(previous)  # a LaunchError stops the launch: never two jobs side by side
-            previous.state = "cancelled"
+            jobs.cancel(previous)  # a LaunchError stops the launch: never two jobs side by side
+            previous.state, previous.ended = "cancelled", True
             step.lines.append(
                 f"cancelled the previous job {previous.job_id} (commit {previous.sha[:12]}) through "
                 "SkyPilot before launching: one job per pull request and config"
@@ -240,17 +246,17 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, cancelle
 def main(
     env: Mapping[str, str] | None = None,
     launcher: Launcher | None = None,
-    canceller: Canceller | None = None,
+    jobs: JobControl | None = None,
 ) -> int:
     """Run the action; ``env`` defaults to ``os.environ``, ``launcher`` to SkyPilot / the local runner,
-    ``canceller`` (stopping the job a newer approved commit replaces) to ``sky.jobs.cancel``."""
+    ``jobs`` (asking about and cancelling the job a newer approved commit replaces) to SkyPilot."""
     redactor = Redactor()
     try:
         return run(
             os.environ if env is None else env,
             launcher or default_launcher,
             redactor,
-            canceller or cancel_on_cloud,
+            jobs or SkyPilotJobs(),
         )
     except ActionError as error:
         print(annotation("error", redactor(str(error))))

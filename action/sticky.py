@@ -46,12 +46,15 @@ class RunState:
     managed: bool
     approval: int  # id of the `labeled` issue event that approved it (one approval, one launch)
     approved_by: str = ""
-    state: str = "submitted"  # submitted | finished | ended | cancelled | failed (as last seen by the action)
+    state: str = (
+        "submitted"  # submitted | finished | ended | failed | cancelled, or SkyPilot's status (RUNNING...)
+    )
     history: list[str] = field(default_factory=list)  # earlier jobs, one line each
+    ended: bool = False  # the job is over (as last seen by the action): nothing to cancel
 
     @property
     def active(self) -> bool:
-        return self.state not in TERMINAL
+        return not self.ended and self.state not in TERMINAL
 
     def line(self) -> str:
         """The hidden line a comment carries; base64 so no text in it can close the HTML comment."""

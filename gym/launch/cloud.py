@@ -230,3 +230,26 @@ def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
     except Exception as error:
         kind = "managed job" if managed else f"job on cluster {name}"
         raise LaunchError(f"could not cancel {kind} {job_id}: {_one_line(error, {})}") from None
+
+
+def job_status(name: str, job_id: int, *, managed: bool) -> tuple[str, bool] | None:
+    """SkyPilot's status of one job (e.g. ``RUNNING``) and whether it has ended; None when not found.
+
+    A managed job is looked up by id in the jobs queue, a cluster job in the cluster's queue. Raises
+    :class:`LaunchError` (one sentence) when SkyPilot cannot be asked.
+    """
+    import sky
+
+    try:
+        if managed:
+            records, *_ = sky.get(sky.jobs.queue_v2(refresh=False, job_ids=[int(job_id)]))
+        else:
+            records = sky.get(sky.queue(name))
+    except Exception as error:
+        raise LaunchError(f"could not read the state of job {job_id}: {_one_line(error, {})}") from None
+    for record in records or []:
+        if _field(record, "job_id") == int(job_id):
+            status = _field(record, "status")
+            ended = bool(status.is_terminal()) if hasattr(status, "is_terminal") else False
+            return str(getattr(status, "value", status)), ended
+    return None

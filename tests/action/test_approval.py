@@ -1,8 +1,8 @@
 """Who may spend money, on what commit, how often: the approval rules against the recording GitHub API.
 
 Each run is the real entrypoint (PyGithub against tests/action/github_server.py); only the launcher
-and the canceller (SkyPilot) are recorded here. tests/action/test_cloud_cancel.py runs the real
-SkyPilot canceller against the SkyPilot API double.
+and SkyPilot's job queue and cancel are recorded here. tests/action/test_cloud_cancel.py runs the real
+SkyPilot ones against the SkyPilot API double.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from action.outcome import LaunchOutcome
 from action.sticky import RunState
-from tests.action.conftest import EVENTS, RecordingCanceller, RecordingLauncher
+from tests.action.conftest import EVENTS, RecordingJobs, RecordingLauncher
 
 SHA_A, SHA_C = "a" * 40, "c" * 40
 MARKER = "<!-- gym-action config=gym.toml -->"
@@ -40,15 +40,13 @@ def pr(github):
 @pytest.fixture
 def act(run_action):
     """One workflow run of PR 8 for a pull_request event of ``action`` at head ``sha``."""
-    canceller = RecordingCanceller()
+    jobs = RecordingJobs()
 
     def run(action: str, sha: str, launcher: RecordingLauncher, **inputs: str):
         event = _event(action, sha)
-        return run_action(
-            "pr_labeled.json", "pull_request", launcher, event_data=event, canceller=canceller, **inputs
-        )
+        return run_action("pr_labeled.json", "pull_request", launcher, event_data=event, jobs=jobs, **inputs)
 
-    run.canceller = canceller
+    run.jobs = jobs
     return run
 
 
@@ -129,10 +127,12 @@ def test_rerun_of_the_same_commit_reports_the_existing_job(pr, act) -> None:
     act("labeled", SHA_A, launcher, wait="false")
     rerun = act("labeled", SHA_A, launcher, wait="false")  # "Re-run jobs" replays the same payload
     assert rerun.rc == 0, rerun.stdout
-    assert len(launcher.requests) == 1 and act.canceller.cancelled == []
+    assert len(launcher.requests) == 1 and act.jobs.cancelled == []
     body = _comment(pr)["body"]
-    line = "no second launch: job 42 for commit aaaaaaaaaaaa already exists (state: submitted); a re-run reports it"
+    line = "no second launch: job 42 for commit aaaaaaaaaaaa already exists (state: RUNNING); a re-run reports it"
     assert line in body and line in rerun.summary
+    assert "SkyPilot reports job 42 (commit aaaaaaaaaaaa) as RUNNING" in body
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **RUNNING**" in body
     assert rerun.outputs["job-id"] == "42"
     assert len(pr.comments[8]) == 1
 
@@ -149,7 +149,7 @@ def test_newer_approved_commit_cancels_the_previous_job(pr, act) -> None:
     launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="43", detail="submitted"))
     result = act("labeled", SHA_C, launcher, wait="false")
     assert result.rc == 0, result.stdout
-    (cancelled,) = act.canceller.cancelled
+    (cancelled,) = act.jobs.cancelled
     assert (cancelled.job_id, cancelled.sha, cancelled.managed, cancelled.name) == (
         "42",
         SHA_A,
@@ -178,13 +178,13 @@ def test_a_cancel_that_fails_launches_nothing(pr, act) -> None:
         wait="false",
     )
     pr.apply_label(8, "gym:launch", "wendy")
-    act.canceller.fail = "could not cancel managed job 42: the jobs controller is not up"
+    act.jobs.fail = "could not cancel managed job 42: the jobs controller is not up"
     launcher = RecordingLauncher()
     result = act("labeled", SHA_C, launcher, wait="false")
     assert result.rc == 1 and launcher.requests == []
     body = _comment(pr)["body"]
     assert "could not cancel managed job 42" in body
-    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **submitted**" in body
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **RUNNING**" in body
     assert "gym:launch" in pr.labels[8]  # nothing launched: the approval is not used up
 
 
@@ -197,7 +197,7 @@ def test_spoofed_marker_comment_is_never_edited_nor_trusted(pr, act) -> None:
     result = act("labeled", SHA_A, launcher)
     assert result.rc == 0, result.stdout
     assert len(launcher.requests) == 1  # the planted "job for this commit" did not stop the launch
-    assert act.canceller.cancelled == []  # nor did it make the action cancel job 999
+    assert act.jobs.cancelled == [] and act.jobs.asked == []  # nor did it make the action touch job 999
     assert pr.comments[8][0] == {"id": spoof, "body": planted, "user": {"login": "mallory", "type": "User"}}
     assert not pr.calls("PATCH", rf"/issues/comments/{spoof}$")
     body = _comment(pr)["body"]
@@ -224,3 +224,35 @@ def test_label_by_someone_no_longer_a_collaborator_only_plans(pr, act) -> None:
     result = act("labeled", SHA_A, launcher)
     assert result.rc == 0 and launcher.requests == []
     assert "label `gym:launch` applied by @former who has no permission" in _comment(pr)["body"]
+
+
+def test_previous_job_that_already_ended_is_not_cancelled(pr, act) -> None:
+    pr.apply_label(8, "gym:launch", "wendy")
+    act(
+        "labeled",
+        SHA_A,
+        RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")),
+        wait="false",
+    )
+    act.jobs.statuses["42"] = ("SUCCEEDED", True)
+    pr.apply_label(8, "gym:launch", "wendy")
+    launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="43", detail="submitted"))
+    result = act("labeled", SHA_C, launcher, wait="false")
+    assert result.rc == 0 and len(launcher.requests) == 1 and act.jobs.cancelled == []
+    body = _comment(pr)["body"]
+    assert "SkyPilot reports job 42 (commit aaaaaaaaaaaa) as SUCCEEDED" in body
+    assert "the previous job 42 (commit aaaaaaaaaaaa) already ended (SUCCEEDED): nothing to cancel" in body
+    assert "earlier: job 42 · commit aaaaaaaaaaaa · SUCCEEDED" in body
+
+
+def test_plan_only_runs_never_ask_skypilot(pr, act) -> None:
+    """A push without approval reads no secret and starts no SkyPilot client: the recorded state is shown."""
+    pr.apply_label(8, "gym:launch", "wendy")
+    act(
+        "labeled",
+        SHA_A,
+        RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted")),
+        wait="false",
+    )
+    result = act("synchronize", SHA_C, RecordingLauncher(), wait="false")
+    assert act.jobs.asked == [] and not ({"GYM_INPUT_HF_TOKEN", "AWS_SECRET_ACCESS_KEY"} & result.env.read)

@@ -1,7 +1,7 @@
 """A newer approved commit replaces the running job: the real action, SkyPilot's real client, two doubles.
 
 ``python tests/launch/sky_harness.py RECORD --action`` runs ``action.main`` with its default launcher
-and canceller (SkyPilot's SDK) against the recording SkyPilot API server, while the recording GitHub
+and job control (SkyPilot's SDK) against the recording SkyPilot API server, while the recording GitHub
 API runs here. HOME is a temp folder (SkyPilot writes ~/.sky on import) that also holds a cached AWS
 price list, so the plan's hourly price comes from SkyPilot's own catalog code, offline.
 """
@@ -76,6 +76,7 @@ def test_new_approval_cancels_the_old_job_through_skypilot(github, workspace, tm
         "GYM_GITHUB_TOKEN": GITHUB_TOKEN,
         "GYM_INPUT_HF_TOKEN": HF_TOKEN,
         "GYM_INPUT_WAIT": "false",
+        "SKY_HARNESS_JOBS": json.dumps({"41": "RUNNING"}),
     }
     record = tmp_path / "record.json"
     done = subprocess.run(
@@ -86,11 +87,13 @@ def test_new_approval_cancels_the_old_job_through_skypilot(github, workspace, tm
     calls = json.loads(record.read_text())["calls"]
     posts = [c["path"] for c in calls if c["method"] == "POST"]
     assert "/jobs/cancel" in posts and "/jobs/launch" in posts
-    assert posts.index("/jobs/cancel") < posts.index("/jobs/launch")  # never two jobs at once
+    assert posts.index("/jobs/queue/v2") < posts.index("/jobs/cancel") < posts.index("/jobs/launch")
+    assert json.loads(next(c["body"] for c in calls if c["path"] == "/jobs/queue/v2"))["job_ids"] == [41]
     cancel = json.loads(next(c["body"] for c in calls if c["path"] == "/jobs/cancel"))
     assert cancel["job_ids"] == [41]
 
     body = github.comments[8][0]["body"]
+    assert "SkyPilot reports job 41 (commit bbbbbbbbbbbb) as RUNNING" in body
     assert "cancelled the previous job 41 (commit bbbbbbbbbbbb) through SkyPilot before launching" in body
     assert "**Job:** SkyPilot managed job `7` · commit `aaaaaaaaaaaa` · state **submitted**" in body
     # A100:1 spot on the cached AWS list: $1.25/h; H100:1 spot: $2.75/h.
