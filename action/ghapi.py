@@ -100,6 +100,8 @@ class GitHubAPI:
                 raise
             # the account is gone or unknown to the repository: no role at all
             return Approval(actor=actor, role="no", allowed=False, event_id=int(latest.id))
+        except KeyError:  # an older GitHub Enterprise Server answers without role_name
+            role = "unnamed role"
         allowed = role in LAUNCH_ROLES
         if role not in KNOWN_ROLES:
             base = self.repo.get_collaborator_permission(actor)

@@ -35,7 +35,7 @@ def fence(text: str, lang: str = "text") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
 
 
-def _status(outcome: ConfigOutcome) -> str:
+def _status(outcome: ConfigOutcome, sha: str = "") -> str:
     if outcome.issues:
         count = len(outcome.issues)
         return f"❌ {count} problem{'s' if count != 1 else ''} in the config"
@@ -43,6 +43,9 @@ def _status(outcome: ConfigOutcome) -> str:
         return "❌ " + ("launch failed" if outcome.mode == "launch" else "cannot be planned")
     if outcome.launch is not None:
         return "🚀 launched" + (" and evaluated" if outcome.launch.results else "")
+    job = outcome.job
+    if job is not None and sha and job.sha == sha:
+        return f"🔁 job {job.job_id} for this commit: {job.state}"
     return "✅ valid" + (", plan below" if outcome.plan else "")
 
 
@@ -131,7 +134,7 @@ def _shrink(section: _Section, budget: int, run_url: str) -> _Section:
 def render(outcome: ConfigOutcome, *, run_url: str = "", sha: str = "", limit: int = MAX_BODY) -> str:
     """The whole comment for one config; never longer than ``limit`` characters."""
     first = marker(outcome.path) + ("\n" + outcome.job.line() if outcome.job is not None else "")
-    head = [first, f"### Gym · {code(outcome.path)} · {_status(outcome)}", ""]
+    head = [first, f"### Gym · {code(outcome.path)} · {_status(outcome, sha)}", ""]
     head.append(f"**Mode:** {outcome.mode}\n")
     decisions = outcome.decisions or [outcome.reason]
     head.append("".join(f"- {line}\n" for line in decisions))

@@ -132,6 +132,7 @@ def test_rerun_of_the_same_commit_reports_the_existing_job(pr, act) -> None:
     line = "no second launch: job 42 for commit aaaaaaaaaaaa already exists (state: RUNNING); a re-run reports it"
     assert line in body and line in rerun.summary
     assert "SkyPilot reports job 42 (commit aaaaaaaaaaaa) as RUNNING" in body
+    assert "### Gym · `gym.toml` · 🔁 job 42 for this commit: RUNNING" in body
     assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **RUNNING**" in body
     assert rerun.outputs["job-id"] == "42"
     assert len(pr.comments[8]) == 1
