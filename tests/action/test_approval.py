@@ -257,3 +257,24 @@ def test_plan_only_runs_never_ask_skypilot(pr, act) -> None:
     )
     result = act("synchronize", SHA_C, RecordingLauncher(), wait="false")
     assert act.jobs.asked == [] and not ({"GYM_INPUT_HF_TOKEN", "AWS_SECRET_ACCESS_KEY"} & result.env.read)
+
+
+def test_find_or_create_sticky_is_reusable_on_its_own(pr) -> None:
+    """The one find-or-write step other code (a cloud job reporting back) reuses, through PyGithub."""
+    from github import Auth, Github
+
+    from action.sticky import find_or_create_sticky, own_login
+    from tests.action.conftest import GITHUB_TOKEN
+
+    client = Github(base_url=pr.base, auth=Auth.Token(GITHUB_TOKEN), seconds_between_writes=0)
+    pull = client.get_repo(pr.repo).get_pull(8)
+    own = own_login(client)
+    assert own == "github-actions[bot]"  # GET /user is 403 for the Actions token
+    spoof = pr.add_comment(8, f"{MARKER}\nplanted", "mallory")
+    first = find_or_create_sticky(pull, MARKER, own, f"{MARKER}\nrunning: step 10")
+    second = find_or_create_sticky(pull, MARKER, own, f"{MARKER}\nrunning: step 20")
+    assert first.created and not second.created and first.url == second.url
+    assert second.impostors == ((spoof, "mallory"),)
+    assert [c["body"] for c in pr.comments[8]] == [f"{MARKER}\nplanted", f"{MARKER}\nrunning: step 20"]
+    with pytest.raises(ValueError, match="must start with its marker"):
+        find_or_create_sticky(pull, MARKER, own, "no marker")
