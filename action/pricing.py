@@ -70,6 +70,9 @@ def estimate(accelerators: list[str], *, use_spot: bool, num_nodes: int, infra: 
         result.unknown = "SkyPilot is not installed here"
         return result
     clouds = [c for c in clouds if os.path.exists(common.get_catalog_path(f"{c}/vms.csv"))]
+    if not clouds:
+        result.unknown = "the cached price catalogs are for another SkyPilot version"
+        return result
     prices: list[float] = []
     for accelerator in accelerators:
         name, count = _split(accelerator)

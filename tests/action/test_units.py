@@ -130,3 +130,33 @@ def test_run_state_round_trips_and_rejects_garbage() -> None:
     )
     assert RunState.parse("<!-- gym-state bm90IGpzb24= -->") is None  # base64 of "not json"
     assert RunState.parse("<!-- gym-state e30= -->") is None  # {} lacks the fields
+
+
+def test_price_is_unknown_without_a_cached_catalog(tmp_path, monkeypatch) -> None:
+    """Nothing cached (or only another cloud's list): "unknown", and SkyPilot is not even imported."""
+    import sys
+
+    from action.pricing import estimate
+
+    monkeypatch.setenv("SKY_RUNTIME_DIR", str(tmp_path))
+    had_sky = "sky" in sys.modules
+    price = estimate(["A100:1"], use_spot=True, num_nodes=2, infra="")
+    assert price.summary(2, 6) == "unknown (no SkyPilot price catalog is cached on this runner)"
+    (tmp_path / ".sky" / "catalogs" / "v8" / "aws").mkdir(parents=True)
+    (tmp_path / ".sky" / "catalogs" / "v8" / "aws" / "vms.csv").write_text("InstanceType\n")
+    price = estimate(["A100:1"], use_spot=False, num_nodes=1, infra="gcp/us-central1")
+    assert price.summary(1) == "unknown (no SkyPilot price catalog for gcp is cached on this runner)"
+    assert ("sky" in sys.modules) == had_sky
+
+
+def test_price_summary_bounds_the_cost() -> None:
+    from action.pricing import PriceEstimate
+
+    price = PriceEstimate(low=2.5, high=5.0)
+    assert price.summary(2, 3) == (
+        "≈ $2.50–$5.00/h for 2 nodes (cheapest cached offer per candidate), at most ≈ $15.00 for 3 h"
+    )
+    assert (
+        PriceEstimate(low=1.0, high=1.0).summary(1)
+        == "≈ $1.00/h for 1 node (cheapest cached offer per candidate)"
+    )
