@@ -34,6 +34,9 @@ class LaunchRequest:
     echo: Callable[[str], None] = print
     labels: dict[str, str] = field(default_factory=dict)  # event facts, for launchers that tag runs
     wait: bool = False  # cloud: follow the job until it ends and bring its eval results back
+    # Called once the job is submitted, before following it: the action records the job id in its
+    # comment then, so a workflow run cancelled while it waits still leaves the job findable.
+    on_submitted: Callable[[LaunchOutcome], None] = lambda launch: None
 
 
 Launcher = Callable[[LaunchRequest], LaunchOutcome]
@@ -69,6 +72,9 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     job = str(result.job_id) if result.job_id is not None else None
     if not (request.wait and result.job_id is not None):
         return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted")
+    request.on_submitted(
+        LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted; following it")
+    )
     request.echo(f"following SkyPilot {kind} {job} until it finishes")
     results = wait_for_results(request.config, result.job_id, managed=result.managed)
     detail = f"SkyPilot {kind} `{result.name}` finished" + ("" if results else " without eval results")

@@ -21,7 +21,7 @@ from action.approval import ConfigStep, launched_state, refresh, step_for_config
 from action.changes import ChangedFile, configs_in_workspace, select_configs
 from action.context import ActionError, Context, is_secret_name, public_env
 from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
-from action.outcome import ConfigOutcome
+from action.outcome import ConfigOutcome, LaunchOutcome
 from action.outputs import Redactor, annotation, write_outputs, write_summary
 from action.policy import Decision, decide
 from action.render import marker, render
@@ -106,22 +106,51 @@ def _post(context: Context, api: GitHubAPI, sticky: Sticky | None, body: str) ->
     return result.url
 
 
-def _use_up_label(api: GitHubAPI, number: int, label: str, sha: str) -> str:
-    """Remove the launch label once its approval launched: the next commit needs a new approval."""
-    from github import GithubException
+class _LabelUse:
+    """Removes the launch label once its approval launched (once per run): the next commit needs a new one."""
 
-    try:
-        api.remove_label(number, label)
-    except GithubException as error:
-        print(annotation("warning", f"could not remove the `{label}` label (HTTP {error.status})"))
-        return (
-            f"the `{label}` label could not be removed (HTTP {error.status}); its approval is used up "
-            f"all the same: it covered commit {sha[:12]} only"
+    def __init__(self, api: GitHubAPI, context: Context, sha: str) -> None:
+        self.api, self.context, self.sha = api, context, sha
+        self.line = ""
+
+    def use(self) -> None:
+        number, label = self.context.pull_number, self.context.inputs.launch_label
+        if self.line or number is None:
+            return
+        from github import GithubException
+
+        try:
+            self.api.remove_label(number, label)
+        except GithubException as error:
+            print(annotation("warning", f"could not remove the `{label}` label (HTTP {error.status})"))
+            self.line = (
+                f"the `{label}` label could not be removed (HTTP {error.status}); its approval is used up "
+                f"all the same: it covered commit {self.sha[:12]} only"
+            )
+            return
+        self.line = (
+            f"removed the `{label}` label: its approval covered commit {self.sha[:12]} only; "
+            "apply it again to approve a newer commit"
         )
-    return (
-        f"removed the `{label}` label: its approval covered commit {sha[:12]} only; "
-        "apply it again to approve a newer commit"
-    )
+
+
+def _report(
+    context: Context,
+    api: GitHubAPI,
+    redactor: Redactor,
+    sticky: Sticky | None,
+    step: ConfigStep,
+    outcome: ConfigOutcome,
+    label_line: str,
+    *more: str,
+) -> tuple[str, str]:
+    """Render one config's comment (its decisions, one line each) and post it on the PR: (url, body)."""
+    outcome.decisions = [step.decision.reason, *step.lines]  # the policy's line, then this config's
+    if label_line and outcome.launch is not None:
+        outcome.decisions.append(label_line)
+    outcome.decisions += more
+    body = redactor(render(outcome, run_url=context.run_url, sha=_head_sha(context)))
+    return (_post(context, api, sticky, body) if context.pull_number is not None else ""), body
 
 
 def _launch_env(env: Mapping[str, str], redactor: Redactor) -> dict[str, str]:
@@ -175,6 +204,7 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
     public = public_env(env)
     head = _head_sha(context)
     done: list[tuple[Sticky | None, ConfigStep, ConfigOutcome]] = []
+    label = _LabelUse(api, context, head)
     for relative in configs:
         sticky = _find_sticky(context, api, relative)
         previous = sticky.state if sticky is not None else None
@@ -197,6 +227,17 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
                 "SkyPilot before launching: one job per pull request and config"
             )
 
+        def submitted(outcome: ConfigOutcome, launch: LaunchOutcome, step: ConfigStep = step,
+                      sticky: Sticky | None = sticky) -> None:  # fmt: skip
+            """Record the job in the comment before following it (a cancelled run still leaves it)."""
+            outcome.launch = launch
+            outcome.job = launched_state(step, outcome, head, wait=False)
+            label.use()
+            _report(
+                context, api, redactor, sticky, step, outcome, label.line, "following the job until it ends"
+            )
+            outcome.launch = None  # the launcher's return value is the final word
+
         outcome = process_config(
             relative,
             workspace=context.workspace,
@@ -209,25 +250,20 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
             from_pull_request=context.pull_number is not None,
             redactor=redactor,
             before_launch=cancel_previous if step.cancel is not None else None,
+            on_submitted=submitted,
         )
         outcome.job = launched_state(step, outcome, head, wait=context.inputs.wait)
         done.append((sticky, step, outcome))
 
-    label_line = ""
-    launched = any(outcome.launch is not None for _, _, outcome in done)
-    if launched and decision.approval is not None and context.pull_number is not None:
-        label_line = _use_up_label(api, context.pull_number, context.inputs.launch_label, head)
-
+    if any(outcome.launch is not None for _, _, outcome in done):
+        label.use()
     urls: list[str] = []
     bodies: list[str] = []
     for sticky, step, outcome in done:
-        outcome.decisions = [step.decision.reason, *step.lines]  # the policy's line, then this config's
-        if label_line and outcome.launch is not None:
-            outcome.decisions.append(label_line)
+        url, body = _report(context, api, redactor, sticky, step, outcome, label.line)
         for line in outcome.decisions[1:]:
             print(f"{outcome.path}: {line}")
-        body = redactor(render(outcome, run_url=context.run_url, sha=head))
-        urls.append(_post(context, api, sticky, body) if context.pull_number is not None else "")
+        urls.append(url)
         bodies.append(body)
 
     outcomes = [outcome for _, _, outcome in done]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from action.changes import workspace_path
 from action.context import ActionError
 from action.launchers import Launcher, LaunchRequest
-from action.outcome import ConfigOutcome, PlanView
+from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation
 from action.policy import Decision
 from action.pricing import estimate
@@ -102,12 +102,13 @@ def process_config(
     emit: Callable[[str], None] = print,
     wait: bool = False,
     before_launch: Callable[[ConfigOutcome], None] | None = None,
+    on_submitted: Callable[[ConfigOutcome, LaunchOutcome], None] | None = None,
 ) -> ConfigOutcome:
     """Validate, plan and (when ``decision`` launches) launch one config; never raises.
 
     ``before_launch`` runs once the config is valid and planned, right before the launcher (the
     action cancels the job a new approval replaces there); a :class:`LaunchError` from it stops the
-    launch and is reported.
+    launch and is reported. ``on_submitted`` hears of a cloud job before the launcher follows it.
     """
     from gym.config import ConfigError, config_from_args
     from gym.launch.task import LaunchError
@@ -161,6 +162,7 @@ def process_config(
                 env=launch_env,
                 echo=echo,
                 wait=wait,
+                on_submitted=lambda launch: on_submitted(outcome, launch) if on_submitted else None,
             )  # fmt: skip
         )
     except (ConfigError, LaunchError) as error:

@@ -134,6 +134,7 @@ def write_sticky(pull: PullRequest, sticky: Sticky, body: str) -> StickyResult:
             sticky.comment.edit(body)
         return StickyResult(sticky.comment.html_url, created=False, impostors=impostors)
     created = pull.create_issue_comment(body)
+    sticky.comment = created  # the next write edits it rather than adding a second comment
     return StickyResult(created.html_url, created=True, impostors=impostors)
 
 

@@ -278,3 +278,28 @@ def test_find_or_create_sticky_is_reusable_on_its_own(pr) -> None:
     assert [c["body"] for c in pr.comments[8]] == [f"{MARKER}\nplanted", f"{MARKER}\nrunning: step 20"]
     with pytest.raises(ValueError, match="must start with its marker"):
         find_or_create_sticky(pull, MARKER, own, "no marker")
+
+
+def test_job_is_recorded_before_following_it(pr, act) -> None:
+    """wait: true follows the job for hours; a workflow run cancelled meanwhile still left the job id behind,
+    so the next approved commit finds and cancels it."""
+    pr.apply_label(8, "gym:launch", "wendy")
+    seen: list[str] = []
+
+    def launcher(request):
+        request.on_submitted(LaunchOutcome(job_id="42", detail="submitted; following it"))
+        seen.append(_comment(pr)["body"])
+        raise SystemExit(143)  # the runner stops the step (a newer push cancelled the workflow run)
+
+    with pytest.raises(SystemExit):
+        act("labeled", SHA_A, launcher)
+    (body,) = seen
+    assert "**Job:** SkyPilot managed job `42` · commit `aaaaaaaaaaaa` · state **submitted**" in body
+    assert "- following the job until it ends" in body
+    assert RunState.parse(body).job_id == "42" and pr.labels[8] == []  # approval used up at submission
+
+    pr.apply_label(8, "gym:launch", "wendy")
+    relaunch = RecordingLauncher(outcome=LaunchOutcome(job_id="43", detail="submitted"))
+    act("labeled", SHA_C, relaunch, wait="false")
+    assert [s.job_id for s in act.jobs.cancelled] == ["42"] and len(relaunch.requests) == 1
+    assert len([c for c in pr.comments[8] if c["user"]["login"] == "github-actions[bot]"]) == 1
