@@ -36,6 +36,7 @@ class GitHubAPI:
         self._repo: Repository | None = None
         self._pulls: dict[int, PullRequest] = {}
         self._own: str | None = None
+        self._author = context.inputs.comment_author
 
     @property
     def repo(self) -> Repository:
@@ -73,7 +74,7 @@ class GitHubAPI:
     def own_login(self) -> str:
         """Who comments written with this token are by (see :func:`action.sticky.own_login`)."""
         if self._own is None:
-            self._own = own_login(self._github)
+            self._own = self._author or own_login(self._github)
         return self._own
 
     def sticky(self, number: int, marker: str) -> Sticky:

@@ -3,7 +3,8 @@
 Anyone who can comment on a pull request can write a comment that starts with the hidden marker. So
 a comment counts as the action's own only when it starts with the marker **and** was written by the
 identity of the token the action runs with (:func:`own_login`: ``GET /user``, or
-``github-actions[bot]`` for the Actions token, which may not call ``/user``). Other comments that carry
+``github-actions[bot]`` for the Actions token, which may not call ``/user``; a GitHub App token names
+its bot through the ``comment-author`` input). Other comments that carry
 the marker are never edited and nothing in them is read; the action writes a new comment instead.
 
 The action keeps what it launched (commit, job id, approval) in a hidden, base64-encoded JSON line in

@@ -303,3 +303,25 @@ def test_job_is_recorded_before_following_it(pr, act) -> None:
     act("labeled", SHA_C, relaunch, wait="false")
     assert [s.job_id for s in act.jobs.cancelled] == ["42"] and len(relaunch.requests) == 1
     assert len([c for c in pr.comments[8] if c["user"]["login"] == "github-actions[bot]"]) == 1
+
+
+def test_app_token_names_its_comment_author(pr, act) -> None:
+    """A GitHub App token cannot call GET /user either; comment-author says whose comment is the action's."""
+    pr.bot_login = "gym-app[bot]"
+    pr.apply_label(8, "gym:launch", "wendy")
+    launcher = RecordingLauncher(outcome=LaunchOutcome(job_id="42", detail="submitted"))
+    act("labeled", SHA_A, launcher, wait="false", comment_author="gym-app[bot]")
+    act("labeled", SHA_A, launcher, wait="false", comment_author="gym-app[bot]")  # re-run
+    assert len(launcher.requests) == 1 and len(pr.comments[8]) == 1
+    assert pr.comments[8][0]["user"]["login"] == "gym-app[bot]"
+    assert not pr.calls("GET", r"^/user$")
+
+
+def test_bad_comment_author_is_refused_in_one_sentence(pr, act) -> None:
+    result = act("synchronize", SHA_A, RecordingLauncher(), comment_author="x; rm -rf /")
+    assert result.rc == 1
+    assert (
+        "::error::input comment-author: expected a GitHub login such as my-app[bot], got 'x; rm -rf /'"
+        in result.stdout
+    )
+    assert 8 not in pr.comments or pr.comments[8] == []
