@@ -197,7 +197,12 @@ def training_free_issues(train: TrainConfig) -> list[tuple[tuple[str | int, ...]
         issues.append((("train", "report_to"), "training-free GRPO trains no weights and logs no training "
                        "curves to trackers; its per-step rewards, library size and tokens go to "
                        "train_results.json. Remove train.report_to"))  # fmt: skip
-    if "gradient_accumulation_steps" in train.model_fields_set:
+    default_accumulation = type(train).model_fields["gradient_accumulation_steps"].default
+    # Set and not the default: a resolved gym.toml written back by `gym train` spells every default out.
+    if (
+        "gradient_accumulation_steps" in train.model_fields_set
+        and train.gradient_accumulation_steps != default_accumulation
+    ):
         issues.append((("train", "gradient_accumulation_steps"), "training-free GRPO has no optimiser "
                        "steps to accumulate; train.batch_size sets the queries per step. Remove "
                        "train.gradient_accumulation_steps"))  # fmt: skip
