@@ -183,6 +183,12 @@ class TrainConfig(Section):
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
     save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
+    eval_steps: int | None = Field(
+        default=None,
+        gt=0,
+        description="Evaluate the held-out rows (datasets.eval_fraction) every N steps, besides before the first "
+        "and after the last step. Default: save_steps.",
+    )
     save_total_limit: int = Field(default=3, gt=0, description="Checkpoints kept on disk.")
     resume: str = Field(
         default="auto",

@@ -110,8 +110,15 @@ class PPOTrainer:
         """The policy as the other methods save it: the adapter under PEFT, else the full weights."""
         self.model.save_pretrained(output_dir)
 
+    def restore_checkpoint(self, folder: Path) -> None:
+        """Load a checkpoint without training (the run was killed after its last checkpoint)."""
+        from gym.train.ppo_checkpoint import load_checkpoint
+
+        load_checkpoint(self, folder)
+
     def train(self, resume_from_checkpoint: str | None = None) -> Any:
         """Run PPO steps until ``state.max_steps``, resuming exactly from a Gym PPO checkpoint when given."""
+        from gym.train.guards import non_finite_loss
         from gym.train.ppo_checkpoint import load_checkpoint, save_checkpoint
 
         if resume_from_checkpoint:
@@ -122,6 +129,14 @@ class PPOTrainer:
         while state.global_step < state.max_steps:
             metrics = self.step(self.batch(state.global_step))
             state.global_step += 1
+            if not math.isfinite(metrics["loss"]):  # before anything is logged or saved
+                raise non_finite_loss(
+                    state.global_step,
+                    "loss",
+                    metrics["loss"],
+                    train.learning_rate,
+                    Path(self.args.output_dir),
+                )
             state.epoch = state.global_step * self.batch_size / len(self.prompts)
             self.reward_curve.append((state.global_step, metrics["reward"]))
             self._event("on_step_end")
