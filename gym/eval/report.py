@@ -121,7 +121,7 @@ def held_out_scores(train_results: dict[str, Any]) -> list[TaskScore]:
             TaskScore(task="held-out", metric=metric, value=float(value), source="train",
                       samples=held.get("rows"), base_value=base,
                       delta=None if base is None else float(value) - base, higher_is_better=higher,
-                      dataset={"id": "datasets.eval_fraction", "config": None, "split": "eval"})
+                      dataset={"id": "local:held-out", "config": None, "split": "eval"})
         )  # fmt: skip
     return scores
 

@@ -33,8 +33,9 @@ def last_good_checkpoint(folder: Path) -> str:
 
 def non_finite_loss(step: int, name: str, value: float, learning_rate: float, folder: Path) -> NonFiniteError:
     return NonFiniteError(
-        f"training stopped at step {step}: the {name.replace('_', ' ')} became {value} (diverged; try a lower "
-        f"train.learning_rate than {learning_rate:g}), and {last_good_checkpoint(folder)}"
+        f"training stopped at step {step}: the {name.replace('_', ' ')} became {value} (the run diverged: lower "
+        f"train.learning_rate, now {learning_rate:g}, or check the data and rewards), and "
+        f"{last_good_checkpoint(folder)}"
     )
 
 
@@ -80,6 +81,7 @@ class FiniteGuard(TrainerCallback):
 
 def non_finite_weights(step: int, name: str, learning_rate: float, folder: Path) -> NonFiniteError:
     return NonFiniteError(
-        f"training stopped at step {step}: weight {name} became NaN or infinite (diverged; try a lower "
-        f"train.learning_rate than {learning_rate:g}), and {last_good_checkpoint(folder)}"
+        f"training stopped at step {step}: weight {name} became NaN or infinite (the run diverged: lower "
+        f"train.learning_rate, now {learning_rate:g}, or check the data and rewards), and "
+        f"{last_good_checkpoint(folder)}"
     )
