@@ -55,7 +55,13 @@ class DpoConfig(Section):
         default=0.1, gt=0, description="Strength of the KL constraint to the reference model."
     )
     loss_type: Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"] = Field(
-        default="sigmoid", description="Preference loss."
+        default="sigmoid",
+        description="Preference loss: sigmoid (DPO), ipo, hinge, robust; simpo (SimPO, reference-free, on TRL's "
+        "CPOTrainer; beta is its reward scale, typically 2-10) or orpo (ORPO, reference-free, SFT loss plus "
+        "an odds-ratio term weighted by beta, typically 0.1).",
+    )
+    simpo_gamma: float = Field(
+        default=0.5, ge=0, description="Target reward margin of loss_type = 'simpo' (SimPO's gamma)."
     )
 
 
