@@ -127,3 +127,13 @@ def test_no_eval_fraction_means_no_evaluation(tmp_path: Path) -> None:
     result = run_training(config, show_progress=False)
     assert result.eval is None
     assert json.loads((tmp_path / "out" / "train_results.json").read_text())["eval"] is None
+
+
+def test_grpo_held_out_prompts_are_scored(tmp_path: Path) -> None:
+    rows = [{"prompt": f"Say ok {i}", "answer": "ok"} for i in range(32)]
+    extra = "[train.grpo]\ngroup_size = 4\nmax_completion_length = 4\ntemperature = 1.0\nreward = ['exact_match']\n"
+    config = _config(tmp_path, "grpo", rows, "prompt", steps=4, extra=extra)
+    held = run_training(config, show_progress=False).eval
+    assert held is not None and held["rows"] == 8
+    assert [point["step"] for point in held["curve"]] == [0, 4]
+    assert 0.0 <= held["final"]["reward"] <= 1.0 and "reward" in (held["initial"] or {})
