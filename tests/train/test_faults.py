@@ -260,3 +260,24 @@ def test_the_guard_stops_a_real_trainer_whose_weights_go_nan(tmp_path: Path) -> 
         trainer.train()
     assert "\n" not in str(error.value) and "checkpoint-2, is kept" in str(error.value)
     assert [step for step, _, complete in checkpoints(tmp_path / "checkpoints") if complete] == [2]
+
+
+def test_a_large_file_is_checked_by_sampled_hash(tmp_path: Path) -> None:
+    """Optimizer states of big models are GBs: hashed by sampled blocks, still catching same-size damage."""
+    from gym.train.checkpoints import FULL_HASH_LIMIT, SAMPLE_BLOCKS, read_marker
+
+    folder = tmp_path / "checkpoints"
+    older, newest = _fake_checkpoint(folder, 2), _fake_checkpoint(folder, 4)
+    big = newest / "optimizer.pt"
+    size = FULL_HASH_LIMIT + 2**20
+    with big.open("wb") as handle:  # sparse: no disk used
+        handle.truncate(size)
+    write_marker(newest, 4, "f")
+    assert "sampled_sha256" in read_marker(newest)["files"]["optimizer.pt"]
+    assert resume_point(folder, "auto", "f") == newest
+    with big.open("r+b") as handle:  # same size, one sampled block overwritten
+        handle.seek(size * 10 // SAMPLE_BLOCKS)
+        handle.write(b"\xff" * 4096)
+    warnings: list[str] = []
+    assert resume_point(folder, "auto", "f", warn=warnings.append) == older
+    assert "optimizer.pt does not match the hash" in warnings[0]
