@@ -67,6 +67,9 @@ def test_sft_held_out_loss_reaches_results_card_and_pr_table(tmp_path: Path) -> 
     assert held == result.eval and held["rows"] == 16
     assert [point["step"] for point in held["curve"]] == [0, 4, 8, 10]  # before, every eval_steps, at the end
     assert held["final"]["step"] == 10 and held["final"]["loss"] < held["initial"]["loss"]
+    from gym.cli.train_commands import held_out as summary_line  # what `gym train` prints after training
+
+    assert summary_line(held).startswith(f"held-out (16 rows): loss {held['initial']['loss']:.4g} → ")
 
     from gym.eval.report import EvalReport, results_table_markdown
     from gym.eval.runner import evaluate
