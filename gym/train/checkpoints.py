@@ -97,10 +97,12 @@ def file_record(path: Path) -> dict[str, Any]:
     return {"size": size, "sampled_sha256": sampled_digest(path)}
 
 
-def folder_files(folder: Path, skip: tuple[str, ...] = (MARKER,)) -> dict[str, dict[str, Any]]:
+def folder_files(
+    folder: Path, skip: tuple[str, ...] = (MARKER,), *, recursive: bool = True
+) -> dict[str, dict[str, Any]]:
     """``{relative path: {"size", "sha256" or "sampled_sha256"}}`` of every file under ``folder`` but ``skip``."""
     files = {}
-    for path in sorted(folder.rglob("*")):
+    for path in sorted(folder.rglob("*") if recursive else folder.iterdir()):
         name = path.relative_to(folder).as_posix()
         if path.is_file() and name not in skip and not path.name.startswith("."):
             files[name] = file_record(path)

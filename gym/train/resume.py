@@ -59,11 +59,9 @@ def schedule(config: GymConfig) -> dict[str, Any]:
 
 def completion_record(config: GymConfig, fingerprint: str, output: Path) -> dict[str, Any]:
     """What ``train_results.json`` adds so a rerun can tell it is already done (written last)."""
-    files = {
-        name: entry
-        for name, entry in folder_files(output, skip=(RESULTS,)).items()
-        if "/" not in name  # the weights, tokenizer and gym.toml written by training, not checkpoints/
-    }
+    # The weights, tokenizer and gym.toml training wrote: top-level files only, not checkpoints/, and not
+    # what `gym eval` writes beside them later (the card and its results) from an earlier run.
+    files = folder_files(output, skip=(RESULTS, "README.md", "eval_results.json"), recursive=False)
     return {"fingerprint": fingerprint, "schedule": schedule(config), "files": files}
 
 

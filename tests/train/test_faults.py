@@ -113,6 +113,8 @@ def test_kill_at_the_end_then_rerun_ends_at_exactly_max_steps_and_a_finished_rer
         assert torch.equal(final[name], checkpoint[name]), name
 
     before = {name: _sha(out / name) for name in ("model.safetensors", "train_results.json")}
+    (out / "README.md").write_text("# card written by gym eval\n")  # what evaluation adds beside the weights
+    (out / "eval_results.json").write_text("{}\n")
     code, output = _train(config)
     assert code == 0, output
     said = " ".join(output.split())
