@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gym.train.checkpoints import damage, folder_files
+from gym.train.checkpoints import CHECKPOINT, damage, folder_files
 from gym.train.runner import RESULTS
 
 if TYPE_CHECKING:
@@ -38,7 +38,12 @@ def planned_steps(trainer: Any) -> int | None:
 
 
 def checkpoint_step(path: Path) -> int:
-    return int(json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))["global_step"])
+    """The step a checkpoint was written at: its trainer state, else its ``checkpoint-N`` name, else 0."""
+    try:
+        return int(json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))["global_step"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        match = CHECKPOINT.match(path.name)
+        return int(match[1]) if match else 0
 
 
 def restore_checkpoint(trainer: Any, path: Path) -> None:

@@ -179,15 +179,15 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     planned = planned_steps(trainer)
     resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn, max_step=planned)
     restored = resume is not None and planned is not None and checkpoint_step(resume) >= planned
+    evaluating = getattr(getattr(trainer, "args", None), "eval_strategy", "no") != "no"
     if restored:
         restore_checkpoint(trainer, resume)  # killed after its last checkpoint: finish without a step
     else:
-        evaluating = getattr(getattr(trainer, "args", None), "eval_strategy", "no") != "no"
         if evaluating and resume is not None:
             trainer.args.eval_on_start = False  # the step-0 evaluation is in the resumed log already
         trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
-        if evaluating:
-            evaluate_at_end(trainer)
+    if evaluating:
+        evaluate_at_end(trainer)
     check_final_weights(config, trainer, checkpoint_dir)
     result = save_outputs(config, trainer, tokenizer, data, log, resume, fingerprint, (trainable, total))
     return replace(result, restored_only=restored)

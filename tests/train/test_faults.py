@@ -84,7 +84,9 @@ def test_kill_at_the_end_then_rerun_ends_at_exactly_max_steps_and_a_finished_rer
     tmp_path: Path,
 ) -> None:
     env = _env(tmp_path)
-    config = _write(tmp_path, steps=6, save_steps=3)
+    write_reverse_dataset(tmp_path / "data")
+    data = 'path = "data/train.jsonl"\nformat = "alpaca"\nmax_samples = 200\neval_fraction = 0.1'
+    config = _write(tmp_path, steps=6, save_steps=3, data=data)
     out = tmp_path / "out"
     last = out / "checkpoints" / "checkpoint-6"
     process = subprocess.Popen(
@@ -108,6 +110,7 @@ def test_kill_at_the_end_then_rerun_ends_at_exactly_max_steps_and_a_finished_rer
     assert results["steps"] == 6
     assert [step for step, _ in results["loss_curve"]] == [1, 2, 3, 4, 5, 6]  # the whole curve, not emptied
     assert not (out / "checkpoints" / "checkpoint-7").exists()
+    assert [point["step"] for point in results["eval"]["curve"]] == [0, 3, 6]  # held-out rows, whole run
     final, checkpoint = load_file(out / "model.safetensors"), load_file(last / "model.safetensors")
     for name in checkpoint:  # the result is checkpoint-6's weights: no seventh step was trained
         assert torch.equal(final[name], checkpoint[name]), name
