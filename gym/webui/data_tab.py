@@ -29,11 +29,11 @@ def histogram(lengths: list[int], bins: int = 12) -> Any:
 
     if not lengths:
         return pd.DataFrame({"tokens": [], "rows": []})
-    top = max(lengths)
-    width = max(1, -(-(top + 1) // bins))
+    low, top = min(lengths), max(lengths)
+    width = max(1, -(-(top - low + 1) // bins))
     digits = len(str(top))
     counts: dict[str, int] = {}
-    for start in range(0, top + 1, width):
+    for start in range(low - low % width, top + 1, width):
         counts[f"{start:0{digits}d}–{start + width - 1:0{digits}d}"] = 0
     for length in lengths:
         start = length // width * width

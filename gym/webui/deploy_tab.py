@@ -48,7 +48,7 @@ def cloud(workspace: Workspace, dryrun: bool, secrets: str = "") -> str:
     from gym.launch.task import LaunchError
 
     note = ""
-    for line in (secrets or "").splitlines():  # NAME=value lines: process environment only
+    for line in (secrets or "").split():  # NAME=value pairs: process environment only
         if "=" in line:
             name, value = line.split("=", 1)
             note += _secret(name.strip(), value)
@@ -80,7 +80,7 @@ def build(workspace: Workspace) -> None:
     real.click(lambda t: deploy(workspace, t, False), token, deploy_out, api_name="deploy")
 
     gr.Markdown("### Cloud (`gym launch --cloud` through SkyPilot)")
-    secrets = gr.Textbox(label="Secrets the task needs, NAME=value per line (environment only)", lines=2,
+    secrets = gr.Textbox(label="Secrets the task needs, NAME=value separated by spaces (environment only)",
                          type="password")  # fmt: skip
     with gr.Row():
         task = gr.Button("Show the SkyPilot task (dry run)", elem_id="cloud-plan")

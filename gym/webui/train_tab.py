@@ -30,7 +30,15 @@ def start(workspace: Workspace, text: str, resume_only: bool = False) -> str:
     if problem:
         return problem
     try:
-        output = _output_dir(workspace)
+        config = workspace.config()
+        missing = [
+            f"datasets.{index}.path: {dataset.path} does not exist ({config.resolve_path(dataset.path)})"
+            for index, dataset in enumerate(config.datasets)
+            if dataset.path is not None and not config.resolve_path(dataset.path).exists()
+        ]
+        if missing:
+            return "❌ nothing started: " + "; ".join(missing) + " — fix the path on the Config tab"
+        output = config.output_path
         status = runs.start_run(workspace.path, output, resume_only=resume_only)
     except ConfigError as error:
         return "❌ the saved gym.toml has problems:\n\n```\n" + str(error) + "\n```"

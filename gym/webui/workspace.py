@@ -156,7 +156,7 @@ class Workspace:
         for key, value in _changed(saved, edited):
             if value is None:
                 return base + "   # unsaved changes remove keys: press Save, then run this"
-            flags.append(f"--{key}={_literal(value)}")
+            flags.append(_flag(key, value))
         return " ".join([base, *flags])
 
 
@@ -164,9 +164,12 @@ class SaveError(Exception):
     """Saving was refused; the message says why and what to do."""
 
 
-def _literal(value: Any) -> str:
-    text = tomlkit.item(value).as_string()
-    return f"'{text}'" if any(c in text for c in ' "[]{}*?$') else text
+def _flag(key: str, value: Any) -> str:
+    """``--key=value`` quoted for a shell; text as typed (flags read strings verbatim), else a TOML literal."""
+    import shlex
+
+    text = value if isinstance(value, str) else tomlkit.item(value).as_string()
+    return shlex.quote(f"--{key}={text}")
 
 
 def _changed(before: Any, after: Any, prefix: str = "") -> list[tuple[str, Any]]:
