@@ -74,11 +74,11 @@ async def chat(workspace: Workspace, message: str, tuned: list, base: list, comp
     try:
         config = workspace.config()
     except ConfigError as error:
-        yield tuned, base, f"❌ the saved gym.toml has problems:\n```\n{error}\n```"
+        yield tuned, base, f"✗ the saved gym.toml has problems:\n```\n{error}\n```"
         return
     output = config.output_path
     if not ((output / "config.json").is_file() or (output / "adapter_config.json").is_file()):
-        yield tuned, base, f"❌ no trained model in {output} yet: train it on the Train tab first"
+        yield tuned, base, f"✗ no trained model in {output} yet: train it on the Train tab first"
         return
     params = SamplingParams(max_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p))
     system = None

@@ -23,15 +23,15 @@ def check(workspace: Workspace, text: str) -> tuple[str, str]:
 
 def save(workspace: Workspace, text: str) -> str:
     try:
-        return "✅ " + workspace.save(text)
+        return "✓ " + workspace.save(text)
     except SaveError as error:
-        return f"❌ {error}"
+        return f"✗ {error}"
 
 
 def reload(workspace: Workspace, from_disk: bool = True) -> tuple[Any, ...]:
     """(editor text, status line, form values...): from disk, or the version this UI last read or saved."""
     text = workspace.reload() if from_disk else (workspace.loaded_text or "")
-    note = f"❌ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`"
+    note = f"✗ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`"
     return (text, note, *form_values(text))
 
 
@@ -41,7 +41,7 @@ def build(workspace: Workspace, demo: Any) -> Any:
 
     text = workspace.loaded_text or ""
     status = gr.Markdown(
-        f"❌ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`",
+        f"✗ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`",
         elem_id="config-status",
     )
     with gr.Row():
@@ -72,7 +72,9 @@ def build(workspace: Workspace, demo: Any) -> Any:
 
     editor.change(lambda t: check(workspace, t), editor, [result, command], api_visibility="private")
     validate_button.click(lambda t: check(workspace, t), editor, [result, command], api_name="validate")
-    save_button.click(lambda t: save(workspace, t), editor, saved, api_name="save")
+    save_button.click(lambda t: save(workspace, t), editor, saved, api_name="save").then(
+        lambda t: check(workspace, t), editor, [result, command], api_visibility="private"
+    )
     diff_button.click(workspace.diff, editor, diff, api_name="diff")
     reload_button.click(lambda: reload(workspace), None, [editor, status, *fields], api_name="reload")
     # a page (re)load shows the file as this UI last read or saved it, never the text it was built with
@@ -85,9 +87,9 @@ def build(workspace: Workspace, demo: Any) -> Any:
             try:
                 return apply_form(current, key, value), ""
             except SaveError as error:
-                return current, f"❌ {error}"
+                return current, f"✗ {error}"
             except Exception as error:  # noqa: BLE001 - the editor's TOML does not parse: it says where
-                return current, f"❌ fix the editor first: {str(error).splitlines()[0]}"
+                return current, f"✗ fix the editor first: {str(error).splitlines()[0]}"
 
         field.input(edit, [editor, field], [editor, saved], api_visibility="private")
     return editor

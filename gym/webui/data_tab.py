@@ -60,7 +60,7 @@ def preview(workspace: Workspace, text: str, count: int = 3) -> tuple[str, str, 
     if not validation.ok:
         return (
             "",
-            "❌ the config has problems (see the Config tab):\n\n"
+            "✗ the config has problems (see the Config tab):\n\n"
             + "\n".join(f"- `{p}`" for p in validation.problems),
             empty,
         )
@@ -77,7 +77,7 @@ def preview(workspace: Workspace, text: str, count: int = 3) -> tuple[str, str, 
         tokenizer = load_tokenizer(config)
         prepared = prepare_data(config, tokenizer)
     except (DataError, ModelError) as error:
-        return "", f"❌ error: {error}", empty
+        return "", f"✗ error: {error}", empty
     html = rich_html(render(prepared, tokenizer, int(count)))
     return html, bad_rows_markdown(prepared), histogram(list(prepared.train["length"]))
 

@@ -38,7 +38,7 @@ def deploy(workspace: Workspace, token: str, dry_run: bool) -> str:
         plan = plan_deploy(workspace.path, dry_run=dry_run)
         run_deploy(plan, echo=lines.append)
     except DeployError as error:
-        return note + f"❌ {error}"
+        return note + f"✗ {error}"
     return note + "\n```\n" + "\n".join(lines) + "\n```"
 
 
@@ -59,11 +59,11 @@ def cloud(workspace: Workspace, dryrun: bool, secrets: str = "") -> str:
 
         launch_cloud(config, workspace.path, dryrun=dryrun, detach=True, echo=out.append, warn=out.append)
     except ConfigError as error:
-        return f"❌ the saved gym.toml has problems:\n```\n{error}\n```"
+        return f"✗ the saved gym.toml has problems:\n```\n{error}\n```"
     except LaunchError as error:
-        return note + f"❌ {error}"
+        return note + f"✗ {error}"
     except ImportError as error:
-        return f"❌ launching on the cloud needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})"
+        return f"✗ launching on the cloud needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})"
     return note + "\n```\n" + "\n".join(out) + "\n```"
 
 

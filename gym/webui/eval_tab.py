@@ -41,11 +41,11 @@ def evaluate(workspace: Workspace, text: str) -> tuple[str, str, Any, str]:
     from gym.config import ConfigError
 
     if text != workspace.loaded_text:
-        return "❌ the editor has unsaved changes: press Save on the Config tab first", "", None, ""
+        return "✗ the editor has unsaved changes: press Save on the Config tab first", "", None, ""
     try:
         output = workspace.config().output_path
     except ConfigError as error:
-        return f"❌ the saved gym.toml has problems:\n```\n{error}\n```", "", None, ""
+        return f"✗ the saved gym.toml has problems:\n```\n{error}\n```", "", None, ""
     done = subprocess.run(
         [sys.executable, "-m", "gym", "eval", str(workspace.path)], cwd=workspace.path.parent,
         capture_output=True, text=True, stdin=subprocess.DEVNULL,
@@ -53,13 +53,13 @@ def evaluate(workspace: Workspace, text: str) -> tuple[str, str, Any, str]:
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         return (
-            "❌ `gym eval` failed: " + (lines[-1] if lines else f"exit code {done.returncode}"),
+            "✗ `gym eval` failed: " + (lines[-1] if lines else f"exit code {done.returncode}"),
             "",
             None,
             "",
         )
     table, scores, card = results(output)
-    return f"✅ `gym eval {workspace.display}` finished", table, scores, card
+    return f"✓ `gym eval {workspace.display}` finished", table, scores, card
 
 
 def load(workspace: Workspace) -> tuple[str, Any, str]:

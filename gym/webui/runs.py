@@ -203,8 +203,14 @@ def run_status(output_dir: str | Path) -> RunStatus:
                 f"{results.get('tokens_per_second', 0):,.0f} tok/s, final loss {loss}"
             )
         return status
+    cut = [step for step, done in checkpoints if not done]
+    if cut:  # a save interrupted by a forced stop: never resumed from, removed by the next run
+        resume_note += f" (checkpoint-{cut[-1]} was cut off while being written and is discarded)"
     if record:
-        if code not in (None, 0):
+        if code is not None and code < 0:
+            status.state = "stopped"
+            status.message = f"ended by signal {-code} at step {status.step}{resume_note}"
+        elif code not in (None, 0):
             status.state = "failed"
             status.message = f"the run failed (exit code {code}): {_error_line(output_dir)}{resume_note}"
         else:

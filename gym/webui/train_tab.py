@@ -16,9 +16,9 @@ def _output_dir(workspace: Workspace) -> Path:
 
 def _unsaved(workspace: Workspace, text: str) -> str | None:
     if workspace.loaded_text is None:
-        return f"❌ {workspace.load_error}"
+        return f"✗ {workspace.load_error}"
     if text != workspace.loaded_text:
-        return "❌ the editor has unsaved changes: press Save on the Config tab first, so the run trains what the file says"
+        return "✗ the editor has unsaved changes: press Save on the Config tab first, so the run trains what the file says"
     return None
 
 
@@ -37,13 +37,13 @@ def start(workspace: Workspace, text: str, resume_only: bool = False) -> str:
             if dataset.path is not None and not config.resolve_path(dataset.path).exists()
         ]
         if missing:
-            return "❌ nothing started: " + "; ".join(missing) + " — fix the path on the Config tab"
+            return "✗ nothing started: " + "; ".join(missing) + " — fix the path on the Config tab"
         output = config.output_path
         status = runs.start_run(workspace.path, output, resume_only=resume_only)
     except ConfigError as error:
-        return "❌ the saved gym.toml has problems:\n\n```\n" + str(error) + "\n```"
+        return "✗ the saved gym.toml has problems:\n\n```\n" + str(error) + "\n```"
     except (runs.RunError, OSError) as error:
-        return f"❌ {error}"
+        return f"✗ {error}"
     complete = [step for step, done in status.checkpoints if done]
     where = f", resuming from checkpoint-{complete[-1]}" if complete else ""
     return f"▶ started `gym train {workspace.display}` (pid {status.pid}){where} → {output}"
@@ -53,9 +53,9 @@ def stop(workspace: Workspace, force: bool = False) -> str:
     from gym.config import ConfigError
 
     try:
-        return "⏹ " + runs.stop_run(_output_dir(workspace), force=force)
+        return "■ " + runs.stop_run(_output_dir(workspace), force=force)
     except (ConfigError, runs.RunError, OSError) as error:
-        return f"❌ {error}"
+        return f"✗ {error}"
 
 
 def _eta(seconds: float | None) -> str:

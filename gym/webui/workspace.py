@@ -56,10 +56,10 @@ class Validation:
 
     def markdown(self) -> str:
         if self.ok:
-            return "✅ valid — the same check as `gym validate`"
+            return "✓ valid — the same check as `gym validate`"
         lines = "\n".join(self.problems)
         count = len(self.problems)
-        return f"❌ {count} problem{'s' if count != 1 else ''} found\n\n```\n{lines}\n```"
+        return f"✗ {count} problem{'s' if count != 1 else ''} found\n\n```\n{lines}\n```"
 
 
 class Workspace:
