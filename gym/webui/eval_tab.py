@@ -40,7 +40,7 @@ def evaluate(workspace: Workspace, text: str) -> tuple[str, str, Any, str]:
     """Run `gym eval FILE` (the command itself, in a subprocess) and show what it wrote."""
     from gym.config import ConfigError
 
-    if text != workspace.loaded_text:
+    if workspace.unsaved(text):
         return "✗ the editor has unsaved changes: press Save on the Config tab first", "", None, ""
     try:
         output = workspace.config().output_path

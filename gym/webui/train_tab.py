@@ -17,7 +17,7 @@ def _output_dir(workspace: Workspace) -> Path:
 def _unsaved(workspace: Workspace, text: str) -> str | None:
     if workspace.loaded_text is None:
         return f"✗ {workspace.load_error}"
-    if text != workspace.loaded_text:
+    if workspace.unsaved(text):
         return "✗ the editor has unsaved changes: press Save on the Config tab first, so the run trains what the file says"
     return None
 

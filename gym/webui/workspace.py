@@ -101,6 +101,10 @@ class Workspace:
             return ""
         return self.loaded_text
 
+    def unsaved(self, text: str) -> bool:
+        """Whether the editor's ``text`` differs from the file (gr.Code trims outer whitespace; so does this)."""
+        return self.loaded_text is None or text.strip() != self.loaded_text.strip()
+
     def validate(self, text: str) -> Validation:
         from gym.config.errors import ConfigError
         from gym.config.loader import build_config, parse_toml
@@ -134,13 +138,16 @@ class Workspace:
         validation = self.validate(text)
         if not validation.ok:
             raise SaveError(f"not saved: {len(validation.problems)} problem(s); fix them first")
+        if not self.unsaved(text) and self.path.exists():
+            return f"saved {self.display} (no changes)"
+        text = text.strip() + "\n"
         atomic_write_text(self.path, text)
         self.loaded_text = text
         return f"saved {self.display}"
 
     def diff(self, text: str) -> str:
-        before = (self.loaded_text or "").splitlines(keepends=True)
-        lines = difflib.unified_diff(before, text.splitlines(keepends=True), self.display + " (saved)",
+        before = (self.loaded_text or "").strip().splitlines(keepends=True)
+        lines = difflib.unified_diff(before, text.strip().splitlines(keepends=True), self.display + " (saved)",
                                      self.display + " (editor)")  # fmt: skip
         return "".join(lines) or "no changes"
 

@@ -1,8 +1,10 @@
 """`gym webui` driven through gradio_client, as a script or another program would: validate, save, preview,
-train builtin:tiny to the end, evaluate, chat. Every answer comes from the running app's own endpoints."""
+train builtin:tiny (refusing a second run, stopping while it checkpoints, resuming) to the end, evaluate, chat. Every answer comes from the running app's own endpoints."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -50,16 +52,35 @@ def test_workflow_through_gradio_client(webui: tuple[str, Path]) -> None:
     assert started.startswith("▶ started `gym train gym.toml`")
     second = client.predict(fixed, api_name="/start_run")
     assert second.startswith("✗ a run is already training into") and "stop it or wait" in second
-    running = wait_for_state(client, ("running", "finished", "failed"))
+
+    # Stop while the run saves a checkpoint every step: the save in progress completes, the run ends on a
+    # complete checkpoint, and Resume continues from exactly there to the end.
+    deadline = time.monotonic() + 300
+    while (status := client.predict(api_name="/run_status"))["step"] < 3:
+        assert status["state"] in ("starting", "running") and time.monotonic() < deadline, status
+        time.sleep(0.3)
+    message = client.predict(api_name="/stop_run")
+    assert message.startswith("■ stop requested at step") and "saves a checkpoint, then ends" in message
+    stopped = wait_for_state(client, ("stopped", "finished", "failed"))
+    step = stopped["step"]
+    assert stopped["state"] == "stopped" and 3 <= step < 12, stopped
+    assert stopped["message"] == f"stopped at step {step} of 12; Resume continues from checkpoint-{step}"
+    assert stopped["checkpoints"][-1] == {"step": step, "complete": True}
+    assert all(c["complete"] for c in stopped["checkpoints"])  # nothing cut in half
+    assert client.predict(api_name="/stop_run").startswith("✗ no run started from the web UI is training")
+    resumed = client.predict(fixed, api_name="/resume_run")
+    assert resumed.startswith("▶ started") and f"resuming from checkpoint-{step}" in resumed
+
     status = wait_for_state(client, ("finished", "failed", "stopped"))
     assert status["state"] == "finished", status
     assert status["step"] == status["max_steps"] == 12 and status["points"] == 12
-    assert [c["step"] for c in status["checkpoints"]] == [4, 8, 12]
+    assert status["checkpoints"][-1] == {"step": 12, "complete": True}
     assert all(c["complete"] for c in status["checkpoints"])
-    assert running["state"] in ("running", "finished")
+    results = json.loads((folder / "outputs/run/train_results.json").read_text())
+    assert results["resumed_from"].endswith(f"checkpoint-{step}") and results["steps"] == 12
     progress, loss, rate, speed, runs, log = client.predict(api_name="/refresh_runs")
     assert 'data-state="finished"' in progress and "step 12 / 12 · 100%" in progress
-    assert len(loss["data"]) == 12 and len(rate["data"]) == 12 and speed["data"]
+    assert len(loss["data"]) == 12 and len(rate["data"]) == 12 and speed["data"]  # both segments' points
     assert runs["data"][0][1] == "finished" and "trained 12 steps" in log
 
     message, table, chart, card = client.predict(fixed, api_name="/evaluate")

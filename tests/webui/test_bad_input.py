@@ -1,0 +1,123 @@
+"""Bad input in the web UI: an unreadable gym.toml, a dataset that does not exist, a file changed behind
+the UI's back, a run killed mid-checkpoint, exposing the UI without a password (a second run on the same
+output_dir and a stop while checkpointing are in test_webui_client.py, which has a run to stop). Each gets a clear
+sentence, and nothing on disk is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.webui.conftest import REPO, free_port, write_project
+
+
+@pytest.fixture
+def open_ui(webui_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """``open_ui(path)`` serves build_app(path) in this process and returns a gradio_client for it."""
+    from gradio_client import Client
+
+    for name in ("XDG_CACHE_HOME", "HF_HUB_OFFLINE", "GRADIO_ANALYTICS_ENABLED", "PYTHONPATH"):
+        monkeypatch.setenv(name, webui_env[name])
+    from gym.webui.app import build_app
+
+    opened = []
+
+    def open_ui(path: Path) -> Client:
+        demo = build_app(path)
+        demo.queue().launch(
+            server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True
+        )
+        opened.append(demo)
+        return Client(demo.local_url, verbose=False)
+
+    yield open_ui
+    for demo in opened:
+        demo.close()
+
+
+def test_unreadable_gym_toml_is_reported_and_never_overwritten(tmp_path: Path, open_ui) -> None:
+    path = tmp_path / "gym.toml"
+    latin1 = '[project]\nname = "café"\n'.encode("latin-1")
+    path.write_bytes(latin1)
+    client = open_ui(path)
+    text, status, *_ = client.predict(api_name="/reload")
+    assert text == "" and status == f"✗ {path}: cannot be read as UTF-8 text"
+    saved = client.predict('[project]\nname = "x"\n', api_name="/save")
+    assert saved.startswith(f"✗ not saved: {path}: cannot be read as UTF-8 text")
+    assert "press Reload" in saved
+    started = client.predict("", api_name="/start_run")
+    assert started == f"✗ {path}: cannot be read as UTF-8 text"
+    assert path.read_bytes() == latin1  # untouched
+
+
+def test_file_changed_on_disk_is_not_overwritten(tmp_path: Path, open_ui) -> None:
+    path = write_project(tmp_path)
+    client = open_ui(path)
+    mine = path.read_text().replace("max_steps = 12", "max_steps = 20")
+    theirs = path.read_text() + "# added by a teammate's commit\n"
+    path.write_text(theirs)
+    saved = client.predict(mine, api_name="/save")
+    assert saved.startswith("✗ not saved: ") and "changed on disk since it was opened" in saved
+    assert path.read_text() == theirs
+    text, *_ = client.predict(api_name="/reload")
+    assert text == theirs.strip()  # gr.Code trims the outer whitespace
+
+
+def test_missing_dataset_path(tmp_path: Path, open_ui) -> None:
+    path = write_project(tmp_path, dataset="data/missing.jsonl")
+    client = open_ui(path)
+    text = path.read_text()
+    result, _ = client.predict(text, api_name="/validate")
+    assert result.startswith("✓ valid")  # a path may be created later; preview and training say it is missing
+    samples, report, histogram = client.predict(text, 3, api_name="/preview")
+    assert samples == "" and report.startswith("✗ error:") and "missing.jsonl" in report
+    assert histogram["data"] == []
+    started = client.predict(text, api_name="/start_run")
+    assert started.startswith("✗ nothing started: datasets.0.path: data/missing.jsonl does not exist")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_unsaved_editor_is_not_trained(tmp_path: Path, open_ui) -> None:
+    path = write_project(tmp_path)
+    client = open_ui(path)
+    started = client.predict(
+        path.read_text().replace("max_steps = 12", "max_steps = 13"), api_name="/start_run"
+    )
+    assert started.startswith("✗ the editor has unsaved changes: press Save")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_forced_stop_mid_checkpoint_is_explained(tmp_path: Path) -> None:
+    """A run ended by a signal while writing checkpoint-3: the UI says checkpoint-2 is where Resume starts."""
+    from gym.webui.runs import run_status
+
+    output = tmp_path / "out"
+    for step, complete in ((2, True), (3, False)):
+        folder = output / "checkpoints" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        if complete:
+            (folder / "gym_complete.json").write_text("{}")
+    ended = subprocess.run([sys.executable, "-c", "pass"])  # a pid that no longer runs
+    (output / ".gym-webui-run.json").write_text(json.dumps({"pid": 2**22 + ended.returncode, "started": 0,
+                                                              "exit_code": -15}))  # fmt: skip
+    status = run_status(output)
+    assert status.state == "stopped"
+    assert status.message == (
+        "ended by signal 15 at step 0; Resume continues from checkpoint-2 "
+        "(checkpoint-3 was cut off while being written and is discarded)"
+    )
+
+
+@pytest.mark.parametrize("args", [["--host", "0.0.0.0"], ["--share"]])
+def test_exposing_the_ui_needs_a_password(tmp_path: Path, args: list[str]) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "gym", "webui", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert "--auth USER:PASSWORD" in done.stderr and "GYM_WEBUI_PASSWORD" in done.stderr
+    assert not (tmp_path / "gym.toml").exists()
