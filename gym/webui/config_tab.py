@@ -28,22 +28,28 @@ def save(workspace: Workspace, text: str) -> str:
         return f"✗ {error}"
 
 
+def status_line(workspace: Workspace) -> str:
+    if workspace.load_error:
+        return f"✗ {workspace.load_error}"
+    if not workspace.path.exists():
+        return f"`{workspace.display}` does not exist yet: the editor holds `gym init`'s starter; Save creates it"
+    return f"opened `{workspace.display}`"
+
+
 def reload(workspace: Workspace, from_disk: bool = True) -> tuple[Any, ...]:
     """(editor text, status line, form values...): from disk, or the version this UI last read or saved."""
-    text = workspace.reload() if from_disk else (workspace.loaded_text or "")
-    note = f"✗ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`"
-    return (text, note, *form_values(text))
+    if from_disk:
+        workspace.reload()
+    text = workspace.editor_text()
+    return (text, status_line(workspace), *form_values(text))
 
 
 def build(workspace: Workspace, demo: Any) -> Any:
     """The tab's components; returns the editor (other tabs read the text being edited)."""
     import gradio as gr
 
-    text = workspace.loaded_text or ""
-    status = gr.Markdown(
-        f"✗ {workspace.load_error}" if workspace.load_error else f"opened `{workspace.display}`",
-        elem_id="config-status",
-    )
+    text = workspace.editor_text()
+    status = gr.Markdown(status_line(workspace), elem_id="config-status")
     with gr.Row():
         with gr.Column(scale=3):
             editor = gr.Code(value=text, language=None, lines=28, label=workspace.display, elem_id="editor")

@@ -101,6 +101,17 @@ class Workspace:
             return ""
         return self.loaded_text
 
+    def editor_text(self) -> str:
+        """What the editor opens with: the file, or `gym init`'s starter when there is no file yet."""
+        if self.loaded_text == "" and not self.path.exists():
+            import re
+
+            from gym.config.starter import starter_toml
+
+            name = re.sub(r"[^a-z0-9]+", "-", self.path.parent.name.lower()).strip("-")[:64] or "my-model"
+            return starter_toml(name=name)
+        return self.loaded_text or ""
+
     def unsaved(self, text: str) -> bool:
         """Whether the editor's ``text`` differs from the file (gr.Code trims outer whitespace; so does this)."""
         return self.loaded_text is None or text.strip() != self.loaded_text.strip()

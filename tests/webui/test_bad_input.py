@@ -55,6 +55,16 @@ def test_unreadable_gym_toml_is_reported_and_never_overwritten(tmp_path: Path, o
     assert path.read_bytes() == latin1  # untouched
 
 
+def test_a_new_file_starts_from_the_starter(tmp_path: Path, open_ui) -> None:
+    path = tmp_path / "new-project" / "gym.toml"
+    client = open_ui(path)
+    text, status, *_ = client.predict(api_name="/reload")
+    assert "does not exist yet" in status and 'name = "new-project"' in text
+    assert client.predict(text, api_name="/validate")[0].startswith("✓ valid")
+    assert client.predict(text, api_name="/save") == f"✓ saved {path}"
+    assert path.read_text() == text.strip() + "\n"
+
+
 def test_file_changed_on_disk_is_not_overwritten(tmp_path: Path, open_ui) -> None:
     path = write_project(tmp_path)
     client = open_ui(path)
