@@ -30,6 +30,8 @@ def results(output: Path) -> tuple[str, Any, str]:
             rows.append({"score": label, "value": score.value, "model": "tuned"})
     card_path = output / "README.md"
     card = card_path.read_text(encoding="utf-8") if card_path.is_file() else "(no model card written)"
+    if card.startswith("---\n") and "\n---\n" in card[4:]:  # the Hub's YAML metadata is not for reading
+        card = card[4:].split("\n---\n", 1)[1]
     title = f"**{Path(report.model).name}**" + (
         f" vs base **{report.base_model}**" if report.base_model else ""
     )

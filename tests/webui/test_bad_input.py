@@ -6,6 +6,7 @@ sentence, and nothing on disk is lost."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,6 +101,33 @@ def test_unsaved_editor_is_not_trained(tmp_path: Path, open_ui) -> None:
     )
     assert started.startswith("✗ the editor has unsaved changes: press Save")
     assert not (tmp_path / "outputs").exists()
+
+
+def test_deploy_and_cloud_plans_before_anything_is_sent(tmp_path: Path, open_ui, monkeypatch) -> None:
+    pytest.importorskip("sky", reason="the cloud dry run checks the task with SkyPilot (zoo-gym[cloud])")
+    monkeypatch.setenv("HF_TOKEN", "unset")  # recorded, so the token typed below is removed afterwards
+    monkeypatch.delenv("HF_TOKEN")
+    path = write_project(tmp_path)
+    client = open_ui(path)
+    assert client.predict("", api_name="/deploy_plan") == (
+        f"✗ {tmp_path / 'outputs/run'} does not exist: train first, or pass --model_path"
+    )
+    assert client.predict("", api_name="/cloud_plan").startswith(
+        "✗ gym launch --cloud needs a [compute] table"
+    )
+    path.write_text(
+        path.read_text() + '[compute]\naccelerators = ["L4:1"]\n[hub]\nrepo_id = "acme/webui-test"\n'
+    )
+    (tmp_path / "outputs/run").mkdir(parents=True)
+    (tmp_path / "outputs/run/adapter_config.json").write_text("{}")
+    token = "hf_" + "k" * 34
+    plan = client.predict(token, api_name="/deploy_plan")
+    assert plan.startswith("$HF_TOKEN set for this process (not saved anywhere).")
+    assert "→ acme/webui-test (LoRA adapter, private)" in plan and "dry run: nothing was sent" in plan
+    assert token not in plan and os.environ["HF_TOKEN"] == token  # held by the process only
+    assert token.encode() not in b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    task = client.predict("", api_name="/cloud_plan")
+    assert "accelerators: L4:1" in task and "gym launch" in task and token not in task
 
 
 def test_forced_stop_mid_checkpoint_is_explained(tmp_path: Path) -> None:

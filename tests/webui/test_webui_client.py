@@ -87,7 +87,11 @@ def test_workflow_through_gradio_client(webui: tuple[str, Path]) -> None:
     assert message.startswith("✓"), message
     assert "| gym_reverse | exact_match | 4 |" in table and "vs base **builtin:tiny**" in table
     assert {row[2] for row in chart["data"]} == {"base", "tuned"}
-    assert "gym_reverse" in card and (folder / "outputs/run/eval_results.json").is_file()
+    assert (
+        "gym_reverse" in card
+        and not card.startswith("---")
+        and (folder / "outputs/run/eval_results.json").is_file()
+    )
 
     tuned, base, note = client.predict("Reverse: a b", [], [], True, False, 0.0, 1.0, 8, api_name="/chat")
     assert note == "done"

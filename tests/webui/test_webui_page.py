@@ -41,6 +41,8 @@ def test_config_train_chat_in_a_browser(served: tuple[str, Path], page) -> None:
     page.get_by_role("tab", name="Train").click()
     page.locator("#start-run").click()
     page.locator("#run-message").get_by_text("started").wait_for()
+    page.reload()  # the run is the server's subprocess, not the page's: it keeps going
+    page.get_by_role("tab", name="Train").click()
     page.locator('#run-progress[data-state="finished"]').wait_for(timeout=300_000)
     assert "step 10 / 10" in page.locator("#run-progress").inner_text()
     page.wait_for_timeout(2000)  # let the plots draw
