@@ -53,7 +53,13 @@ def stop(workspace: Workspace, force: bool = False) -> str:
     from gym.config import ConfigError
 
     try:
-        return "■ " + runs.stop_run(_output_dir(workspace), force=force)
+        config = workspace.config()
+        if not force and (config.train.method == "ppo" or config.train.grpo.training_free):
+            return (
+                "✗ this method's training loop does not take stop requests between steps: use Force stop "
+                "(the newest complete checkpoint is kept and Resume continues from it)"
+            )
+        return "■ " + runs.stop_run(config.output_path, force=force)
     except (ConfigError, runs.RunError, OSError) as error:
         return f"✗ {error}"
 

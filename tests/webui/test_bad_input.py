@@ -159,3 +159,27 @@ def test_exposing_the_ui_needs_a_password(tmp_path: Path, args: list[str]) -> No
     assert done.returncode == 2
     assert "--auth USER:PASSWORD" in done.stderr and "GYM_WEBUI_PASSWORD" in done.stderr
     assert not (tmp_path / "gym.toml").exists()
+
+
+def test_password_from_the_environment_guards_every_endpoint(
+    tmp_path: Path, webui_env: dict[str, str]
+) -> None:
+    from gradio_client import Client
+
+    from gym.webui.app import build_app, resolve_auth
+
+    credentials = resolve_auth("0.0.0.0", False, None, {"GYM_WEBUI_PASSWORD": "s3cret-pass"})
+    assert credentials == ("gym", "s3cret-pass")
+    demo = build_app(write_project(tmp_path))
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, auth=credentials, prevent_thread_lock=True,
+                        quiet=True)  # fmt: skip
+    try:
+        with pytest.raises(Exception, match="(?i)login|auth|401|403"):
+            Client(demo.local_url, verbose=False).predict("", api_name="/validate")
+        client = Client(demo.local_url, auth=credentials, verbose=False)
+        assert client.predict((tmp_path / "gym.toml").read_text(), api_name="/validate")[0].startswith(
+            "✓ valid"
+        )
+    finally:
+        demo.close()
