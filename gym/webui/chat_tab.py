@@ -7,6 +7,7 @@ output_dir) can be put in the system prompt or left out, to see what it changes.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -105,7 +106,8 @@ async def chat(workspace: Workspace, message: str, tuned: list, base: list, comp
         history.append({"role": "user", "content": message})
         history.append({"role": "assistant", "content": ""})
         try:
-            backend = _backend(target)
+            yield tuned, base, note + f"{name}: loading the model"
+            backend = await asyncio.to_thread(_backend, target)  # loading never blocks the event loop
             async for text in _reply(backend, messages, params):
                 history[-1] = {"role": "assistant", "content": text}
                 yield tuned, base, note + f"{name}: generating"
