@@ -192,6 +192,8 @@ def _flag(key: str, value: Any) -> str:
 
 def _changed(before: Any, after: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """(dotted key, new value) of every leaf that differs; None for a removed key."""
+    if isinstance(after, dict) and before is None:  # a new table: each of its keys is a flag
+        before = {}
     if isinstance(before, dict) and isinstance(after, dict):
         changes = []
         for key in [*after, *(k for k in before if k not in after)]:
@@ -245,26 +247,31 @@ def apply_form(text: str, key: str, value: Any) -> str:
     parts = key.split(".")
     blank = value is None or (isinstance(value, str) and not value.strip())
     node: Any = document
+    chain: list[tuple[Any, str | int]] = []  # (container, key) down to the table holding the key
     for part in parts[:-1]:
         if part.isdigit():
             index = int(part)
             if not isinstance(node, list) or index >= len(node):
                 if blank:
                     return text
-                raise SaveError(
-                    f"{key}: there is no [[{'.'.join(parts[:1])}]] table {index}; add one in the editor"
-                )
+                raise SaveError(f"{key}: there is no [[{parts[0]}]] table {index}; add one in the editor")
+            chain.append((node, index))
             node = node[index]
             continue
         if part not in node:
             if blank:
                 return text
             node.add(part, tomlkit.table())
+        chain.append((node, part))
         node = node[part]
     last = parts[-1]
-    if blank:
-        if last in node:
-            del node[last]
-    else:
+    if not blank:
         node[last] = _typed(key, value)
+        return tomlkit.dumps(document)
+    if last in node:
+        del node[last]
+    for container, name in reversed(chain):  # a table left empty goes too ([hub] without repo_id is invalid)
+        if isinstance(name, int) or len(container[name]) > 0:
+            break
+        del container[name]
     return tomlkit.dumps(document)
