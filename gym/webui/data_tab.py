@@ -42,13 +42,9 @@ def histogram(lengths: list[int], bins: int = 12) -> Any:
 
 
 def bad_rows_markdown(prepared: Any) -> str:
-    lines = []
-    for report in prepared.reports:
-        lines.append(f"**{report.dataset}** ({report.file}): {report.summary()}")
-        for examples in report.examples.values():
-            for example in examples:
-                lines.append(f"- `{example}`")
-    return "\n\n".join(lines) or "no datasets"
+    """Each dataset's rows read / kept / bad by reason, with where the bad ones are (file and row)."""
+    parts = [f"**{report.dataset}**\n```\n{report.summary()}\n```" for report in prepared.reports]
+    return "\n\n".join(parts) or "no datasets"
 
 
 def preview(workspace: Workspace, text: str, count: int = 3) -> tuple[str, str, Any]:

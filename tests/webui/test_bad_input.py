@@ -93,6 +93,17 @@ def test_missing_dataset_path(tmp_path: Path, open_ui) -> None:
     assert not (tmp_path / "outputs").exists()
 
 
+def test_bad_rows_are_reported_in_the_preview(tmp_path: Path, open_ui) -> None:
+    path = write_project(tmp_path)
+    data = tmp_path / "data" / "train.jsonl"
+    data.write_text('{"instruction": "no output here"}\n' + data.read_text())
+    client = open_ui(path)
+    samples, report, histogram = client.predict(path.read_text(), 1, api_name="/preview")
+    assert "199 of 200 rows kept, 1 bad" in report
+    assert f"{data} row 0: missing field (no 'output' value)" in report
+    assert "sample 1" in samples and sum(rows for _, rows in histogram["data"]) == 199
+
+
 def test_unsaved_editor_is_not_trained(tmp_path: Path, open_ui) -> None:
     path = write_project(tmp_path)
     client = open_ui(path)
