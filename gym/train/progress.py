@@ -12,6 +12,7 @@ a stop never lands in the middle of a checkpoint.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,8 @@ class ProgressCallback(TrainerCallback):
         self.log.started = time.perf_counter()
         if state.is_world_process_zero:
             Path(args.output_dir, STOP_FILE).unlink(missing_ok=True)  # a stale request from a stopped run
-            _append_event(args.output_dir, event="begin", step=state.global_step, max_steps=state.max_steps)
+            _append_event(args.output_dir, event="begin", step=state.global_step, max_steps=state.max_steps,
+                          pid=os.getpid())  # fmt: skip
         if not (self.show and state.is_world_process_zero):
             return
         from rich.progress import (

@@ -179,9 +179,11 @@ def run_status(output_dir: str | Path) -> RunStatus:
             status.eta_seconds = _eta(mine)
             status.message = f"training: step {status.step} of {status.max_steps}"
         return status
-    if not record and events and events[-1].get("event") != "end":
+    begins = [e for e in events if e.get("event") == "begin"]
+    if begins and events[-1].get("event") != "end" and begins[-1].get("pid") != pid:
         age = time.time() - float(events[-1].get("time", 0))
-        if age < QUIET_SECONDS:  # a run started outside the UI (`gym train`) that is still writing
+        alive = _alive(int(begins[-1]["pid"])) if begins[-1].get("pid") else age < QUIET_SECONDS
+        if alive:  # a run started outside the UI (`gym train`) that is still writing
             status.state = "running"
             status.message = (
                 f"training (started outside the web UI): step {status.step} of {status.max_steps}"

@@ -125,7 +125,7 @@ def stop_process(process: subprocess.Popen) -> None:
 def webui(tmp_path_factory: pytest.TempPathFactory, webui_env: dict[str, str]) -> Iterator[tuple[str, Path]]:
     """A running `gym webui` over a fresh project; yields (url, project folder)."""
     folder = tmp_path_factory.mktemp("project")
-    write_project(folder, save_steps=1)
+    write_project(folder, steps=16, save_steps=1)
     url, process = start_webui(folder, webui_env)
     yield url, folder
     stop_process(process)

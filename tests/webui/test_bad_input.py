@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,3 +195,21 @@ def test_password_from_the_environment_guards_every_endpoint(
         )
     finally:
         demo.close()
+
+
+def test_a_run_started_with_the_cli_blocks_a_second_one(tmp_path: Path) -> None:
+    """`gym train` started in a terminal writes progress.jsonl with its pid: the UI will not start another."""
+    from gym.webui.runs import RunError, run_status, start_run
+
+    output = tmp_path / "out"
+    (output / "checkpoints").mkdir(parents=True)
+    begin = {"event": "begin", "step": 0, "max_steps": 50, "pid": os.getpid(), "time": time.time()}
+    step = {"event": "step", "step": 7, "max_steps": 50, "tokens": 700, "seconds": 3.5, "time": time.time()}
+    (output / "checkpoints" / "progress.jsonl").write_text(json.dumps(begin) + "\n" + json.dumps(step) + "\n")
+    status = run_status(output)
+    assert (
+        status.state == "running" and status.message == "training (started outside the web UI): step 7 of 50"
+    )
+    with pytest.raises(RunError, match=r"a run is already training into .*started outside the web UI"):
+        start_run(tmp_path / "gym.toml", output)
+    assert sorted(p.name for p in output.iterdir()) == ["checkpoints"]  # nothing written

@@ -63,8 +63,8 @@ def test_workflow_through_gradio_client(webui: tuple[str, Path]) -> None:
     assert message.startswith("■ stop requested at step") and "saves a checkpoint, then ends" in message
     stopped = wait_for_state(client, ("stopped", "finished", "failed"))
     step = stopped["step"]
-    assert stopped["state"] == "stopped" and 3 <= step < 12, stopped
-    assert stopped["message"] == f"stopped at step {step} of 12; Resume continues from checkpoint-{step}"
+    assert stopped["state"] == "stopped" and 3 <= step < 16, stopped
+    assert stopped["message"] == f"stopped at step {step} of 16; Resume continues from checkpoint-{step}"
     assert stopped["checkpoints"][-1] == {"step": step, "complete": True}
     assert all(c["complete"] for c in stopped["checkpoints"])  # nothing cut in half
     assert client.predict(api_name="/stop_run").startswith("✗ no run started from the web UI is training")
@@ -73,15 +73,15 @@ def test_workflow_through_gradio_client(webui: tuple[str, Path]) -> None:
 
     status = wait_for_state(client, ("finished", "failed", "stopped"))
     assert status["state"] == "finished", status
-    assert status["step"] == status["max_steps"] == 12 and status["points"] == 12
-    assert status["checkpoints"][-1] == {"step": 12, "complete": True}
+    assert status["step"] == status["max_steps"] == 16 and status["points"] == 16
+    assert status["checkpoints"][-1] == {"step": 16, "complete": True}
     assert all(c["complete"] for c in status["checkpoints"])
     results = json.loads((folder / "outputs/run/train_results.json").read_text())
-    assert results["resumed_from"].endswith(f"checkpoint-{step}") and results["steps"] == 12
+    assert results["resumed_from"].endswith(f"checkpoint-{step}") and results["steps"] == 16
     progress, loss, rate, speed, runs, log = client.predict(api_name="/refresh_runs")
-    assert 'data-state="finished"' in progress and "step 12 / 12 · 100%" in progress
-    assert len(loss["data"]) == 12 and len(rate["data"]) == 12 and speed["data"]  # both segments' points
-    assert runs["data"][0][1] == "finished" and "trained 12 steps" in log
+    assert 'data-state="finished"' in progress and "step 16 / 16 · 100%" in progress
+    assert len(loss["data"]) == 16 and len(rate["data"]) == 16 and speed["data"]  # both segments' points
+    assert runs["data"][0][1] == "finished" and "trained 16 steps" in log
 
     message, table, chart, card = client.predict(fixed, api_name="/evaluate")
     assert message.startswith("✓"), message
