@@ -83,9 +83,13 @@ def build(workspace: Workspace, demo: Any) -> Any:
     )
     diff_button.click(workspace.diff, editor, diff, api_name="diff")
     reload_button.click(lambda: reload(workspace), None, [editor, status, *fields], api_name="reload")
+
     # a page (re)load shows the file as this UI last read or saved it, never the text it was built with
-    demo.load(lambda: reload(workspace, from_disk=False), None, [editor, status, *fields],
-              api_visibility="private")  # fmt: skip
+    def on_load() -> tuple[Any, ...]:
+        opened = reload(workspace, from_disk=False)
+        return (*opened, *check(workspace, opened[0]))
+
+    demo.load(on_load, None, [editor, status, *fields, result, command], api_visibility="private")
 
     for (_, key), field in zip(FORM_KEYS, fields, strict=True):
 

@@ -27,6 +27,7 @@ def test_config_train_chat_in_a_browser(served: tuple[str, Path], page) -> None:
     page.goto(url)
 
     page.get_by_role("tab", name="Config").click()
+    page.locator("#validation").get_by_text("valid").first.wait_for()  # the page has loaded the file
     steps = page.get_by_label("Max steps (0: epochs)")
     steps.fill("10")
     steps.press("Tab")
