@@ -56,10 +56,14 @@ def hardware() -> str:
 
 
 def write_resolved_config(config: GymConfig, folder: Path) -> None:
-    """The config as trained (defaults filled in, flags applied), as TOML next to the weights."""
+    """The config as trained (defaults filled in, flags applied), as TOML next to the weights.
+
+    ``${VAR}`` references stay as written: `gym deploy` uploads this file, so an expanded secret would
+    be published with the model.
+    """
     import tomlkit
 
-    data = config.model_dump(mode="json", exclude_none=True)
+    data = config.to_toml_data()
     header = "# The configuration this model was trained with, every default filled in (written by Gym).\n"
     (folder / "gym.toml").write_text(header + tomlkit.dumps(data), encoding="utf-8")
 
