@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
-from gym.data.loading import load_examples, local_path, split_eval
+from gym.data.loading import data_files, load_examples, local_path, split_eval
 from gym.data.report import BadExample, BadRow, DataReport
 from gym.data.templates import apply_template, probe_end_of_turn
 from gym.data.tokenize import KEPT, TOO_LONG, TRUNCATED, TokenizeSettings, example_to_row, tokenize_batch
@@ -76,7 +76,9 @@ def _key_parts(config: GymConfig, tokenizer: Any, settings: TokenizeSettings) ->
     for dataset in config.datasets:
         entry: dict[str, Any] = dataset.model_dump()
         if dataset.path is not None:
-            entry["files"] = source_fingerprint(local_path(dataset, config.base_dir))
+            path = local_path(dataset, config.base_dir)
+            data_files(path, str(dataset.name))  # a path that cannot be read is one sentence, before hashing
+            entry["files"] = source_fingerprint(path)
         sources.append(entry)
     return {
         "sources": sources,
