@@ -18,7 +18,7 @@ from typing import Any
 
 from gym.files import gym_cache_home, publish_folder
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2  # 2: full_length column, fitted messages, every method fitted
 DONE = "gym_prepared.json"
 
 

@@ -76,10 +76,19 @@ def stats_table(prepared: PreparedData) -> Table:
     table.add_row("rows read", f"{read:,}")
     table.add_row("rows kept", f"{kept:,} ({len(prepared.train):,} train, {held_out:,} held out)")
     table.add_row("bad rows", f"{sum(r.rows_bad for r in prepared.reports):,}")
-    table.add_row("skipped (too long)", f"{sum(sum(r.skipped.values()) for r in prepared.reports):,}")
+    skipped = sum(r.rows_skipped for r in prepared.reports)
+    table.add_row(
+        "skipped (too long)", f"{skipped:,}" + (f" ({skipped / read:.1%})" if read and skipped else "")
+    )
     table.add_row("truncated (oldest turns dropped)", f"{stats.truncated:,}")
     table.add_row("length p50 / p95 / max", f"{stats.p50} / {stats.p95} / {stats.max}")
-    table.add_row("max_length", str(prepared.settings.get("max_length", "?")))
+    table.add_row("whole length p95 (before fitting)", f"{stats.full_p95:,}")
+    limit = stats.limit or prepared.settings.get("max_length", "?")
+    reserve = prepared.settings.get("reserve") or 0
+    table.add_row(
+        "max_length",
+        f"{prepared.settings.get('max_length', '?')}" + (f" ({limit} for prompts)" if reserve else ""),
+    )
     share = stats.loss_tokens / stats.tokens if stats.tokens else 0.0
     table.add_row("tokens trained / total", f"{stats.loss_tokens:,} / {stats.tokens:,} ({share:.0%})")
     table.add_row(

@@ -64,6 +64,9 @@ class DataReport:
     # Rows left out for a setting rather than a data fault (longer than max_length): counted and shown,
     # but not held against max_bad_fraction.
     skipped: dict[str, int] = field(default_factory=dict)
+    # The p95 of the rows' whole tokenized lengths (before any exchange was dropped), skipped rows
+    # included: the max_length that would keep 95% of them whole.
+    length_p95: int = 0
 
     @property
     def rows_bad(self) -> int:

@@ -58,6 +58,7 @@ class PPOTrainer:
         set_seed(config.train.seed)
         self.tokenizer = ctx.tokenizer
         self.prompts = prompts_from_rows(ctx.data.train)
+        self.data_fingerprint = ctx.data.fingerprint  # marks checkpoints as the runner's resume expects
         device = self.accelerator.device
         first = self.prompts[0]
         self.scorer = make_scorer(config, ctx.tokenizer, device, (first.messages, first.reference))

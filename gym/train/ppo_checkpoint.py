@@ -77,7 +77,7 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
     marker = {
         "step": trainer.state.global_step,
         "time": time.time(),
-        "fingerprint": training_fingerprint(trainer.config),
+        "fingerprint": training_fingerprint(trainer.config, trainer.data_fingerprint),
     }
     atomic_write_text(folder / MARKER, json.dumps(marker))
     prune(folder.parent, trainer.args.save_total_limit)

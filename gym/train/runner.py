@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ class TrainResult:
     resumed_from: str | None
     hardware: str
     train_rows: int
+    data: dict = field(default_factory=dict)  # rows read, trained, truncated, skipped; p95 length
 
 
 def hardware() -> str:
@@ -65,6 +66,14 @@ def _warn(message: str) -> None:
         Console(stderr=True).print(
             f"[yellow]warning[/yellow] {message}", markup=True, highlight=False, soft_wrap=True
         )
+
+
+def _note(message: str) -> None:
+    if is_main_process():
+        from rich.console import Console
+        from rich.text import Text
+
+        Console(stderr=True).print(Text(message), highlight=False, soft_wrap=True)
 
 
 def is_main_process() -> bool:
@@ -133,8 +142,11 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)
+    _note(f"data: {data.summary_line()}")
 
-    fingerprint = training_fingerprint(config)  # marks the checkpoints written and picks the one resumed
+    # Marks the checkpoints written and picks the one resumed; the data's content hash (the prepared
+    # cache key) is part of it, so an edited train.jsonl never resumes a checkpoint of the old rows.
+    fingerprint = training_fingerprint(config, data.fingerprint)
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())
     context = TrainContext(
@@ -176,6 +188,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         resumed_from=str(resume) if resume is not None else None,
         hardware=hardware(),
         train_rows=len(data.train),
+        data=data.summary(),
     )
     # A method whose numbers are not the Trainer's (training-free GRPO: requests and tokens, no weights)
     # supplies them itself; keys that are not TrainResult fields are written to train_results.json as is.
