@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
 from gym.data.loading import data_files, load_examples, local_path, split_eval
-from gym.data.report import BadExample, BadRow, DataReport
+from gym.data.report import BadExample, BadRow, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
 from gym.data.tokenize import (
     KEPT,
@@ -306,17 +306,3 @@ def checked(prepared: PreparedData, config: GymConfig) -> PreparedData:
             dataset.max_skipped_fraction, what, report.length_p95 + (prepared.settings.get("reserve") or 0)
         )
     return prepared
-
-
-def summary_text(data: dict[str, Any]) -> str:
-    """The one-line data summary from :meth:`PreparedData.summary` (also read back from train_results.json)."""
-    if not data:
-        return ""
-    share = f" ({data.get('skipped_share', 0.0):.1%})" if data.get("rows_skipped") else ""
-    held = f", {data['rows_held_out']:,} held out" if data.get("rows_held_out") else ""
-    return (
-        f"{data.get('rows_read', 0):,} rows read: {data.get('rows_trained', 0):,} trained{held}, "
-        f"{data.get('rows_truncated', 0):,} truncated (oldest turns dropped), "
-        f"{data.get('rows_skipped', 0):,} skipped as too long{share}, {data.get('rows_bad', 0):,} bad; "
-        f"p95 length {data.get('length_p95', 0):,} tokens vs max_length {data.get('max_length', 0):,}"
-    )

@@ -9,6 +9,7 @@ a few examples of each so the user can find them in the file, and fails the run 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gym.failures import printable
 
@@ -178,3 +179,17 @@ class DataReport:
         if not self.bad and not self.skipped:
             table.add_row("0", "no bad rows", "")
         return table
+
+
+def summary_text(data: dict[str, Any]) -> str:
+    """The one-line data summary from :meth:`~gym.data.prepare.PreparedData.summary` (also read back from train_results.json)."""
+    if not data:
+        return ""
+    share = f" ({data.get('skipped_share', 0.0):.1%})" if data.get("rows_skipped") else ""
+    held = f", {data['rows_held_out']:,} held out" if data.get("rows_held_out") else ""
+    return (
+        f"{data.get('rows_read', 0):,} rows read: {data.get('rows_trained', 0):,} trained{held}, "
+        f"{data.get('rows_truncated', 0):,} truncated (oldest turns dropped), "
+        f"{data.get('rows_skipped', 0):,} skipped as too long{share}, {data.get('rows_bad', 0):,} bad; "
+        f"p95 length {data.get('length_p95', 0):,} tokens vs max_length {data.get('max_length', 0):,}"
+    )

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gym.data.report import summary_text
 from gym.eval.report import EvalReport, TaskScore, fmt, results_table_markdown
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def _training_section(train: dict[str, Any]) -> str:
         ("hardware", train.get("hardware")),
         ("final loss", fmt(train.get("final_loss"))),
         ("trainable parameters", params),
+        ("training data", summary_text(train.get("data") or {}) or None),
     ]
     return "| | |\n|---|---|\n" + "".join(f"| {k} | {'—' if v is None else v} |\n" for k, v in rows)
 

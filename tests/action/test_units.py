@@ -94,3 +94,20 @@ def test_outputs_use_random_delimiters_and_are_redacted(tmp_path) -> None:
 def test_annotations_cannot_inject_workflow_commands() -> None:
     text = annotation("error", "bad\n::add-mask::x 100%", file="a,b:c.toml", line=3, col=4)
     assert text == "::error file=a%2Cb%3Ac.toml,line=3,col=4::bad%0A::add-mask::x 100%25"
+
+
+def test_comment_shows_what_happened_to_the_training_rows() -> None:
+    data = {"rows_read": 999, "rows_trained": 195, "rows_truncated": 0, "rows_skipped": 804,
+            "skipped_share": 0.8048, "rows_bad": 1, "length_p95": 1451, "max_length": 128}  # fmt: skip
+    outcome = ConfigOutcome(
+        path="gym.toml",
+        mode="launch",
+        reason="push to the default branch",
+        launch=LaunchOutcome(job_id="7", detail="done", results={**RESULTS, "training_data": data}),
+    )
+    body = render(outcome)
+    assert "| gym_reverse | exact_match |" in body
+    assert (
+        "**Training data:** 999 rows read: 195 trained, 0 truncated (oldest turns dropped), 804 skipped as too "
+        "long (80.5%), 1 bad; p95 length 1,451 tokens vs max_length 128." in body
+    )
