@@ -76,6 +76,7 @@ class TokenizeSettings:
 
 
 PROMPT_METHODS = ("grpo", "ppo")
+PAIRED_METHODS = ("dpo", "rm")  # trained on both answers: both sequences must fit
 # What a row measured against max_length is: (ids, offsets, assistant spans) of its first sequence
 # (prompt + chosen answer for preference rows), and the length of its longest sequence.
 Measured = tuple[list[int], list[tuple[int, int]], list[tuple[int, int]], int]
@@ -107,7 +108,8 @@ class _Shape:
         tail: list[dict[str, Any]] = []
         if settings.generation and messages and messages[-1]["role"] == "assistant":
             messages, tail = messages[:-1], messages[-1:]
-        endings = [[json.loads(row[key])] for key in ("chosen", "rejected") if row.get(key)] or [[]]
+        answers = ("chosen", "rejected") if settings.method in PAIRED_METHODS else ("chosen",)
+        endings = [[json.loads(row[key])] for key in answers if row.get(key)] or [[]]
         head = [m for m in messages[:1] if m["role"] == "system"]
         return cls(head, messages[len(head) :], endings, tail, json.loads(row["tools"]) or None)
 

@@ -190,3 +190,20 @@ def test_sft_row_used_as_grpo_prompt_keeps_its_reference_answer(tmp_path: Path) 
     prepared = prepare_data(config, tokenizer)
     kept = {row["index"]: json.loads(row["messages"]) for row in prepared.train}
     assert kept[0] == _chat("question a", "the reference")  # old exchange gone, reference kept
+
+
+def test_a_completion_as_long_as_max_length_is_refused_at_validation(tmp_path: Path) -> None:
+    from gym.config import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        _config(
+            tmp_path,
+            "grpo",
+            "prompt",
+            [{"prompt": "q", "answer": "a"}],
+            "[train.grpo]\nmax_completion_length = 128",
+        )
+    (issue,) = error.value.issues
+    assert "gym.toml:" in str(issue) and "max_completion_length = 128 leaves no room for the prompt" in str(
+        issue
+    )
