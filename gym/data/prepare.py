@@ -213,9 +213,18 @@ def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Datase
 
 
 def prepare_data(
-    config: GymConfig, tokenizer: Any, *, num_proc: int | None = None, use_cache: bool = True
+    config: GymConfig,
+    tokenizer: Any,
+    *,
+    num_proc: int | None = None,
+    use_cache: bool = True,
+    check: bool = True,
 ) -> PreparedData:
-    """Load, convert, template, tokenize and mask every dataset of ``config`` (cached)."""
+    """Load, convert, template, tokenize and mask every dataset of ``config`` (cached).
+
+    ``check``: raise DataError when a dataset has more bad or skipped rows than its thresholds allow
+    (what training needs); `gym data preview` passes False to show such data and say so instead.
+    """
     if config.train.method == "pt":  # plain text: no chat template involved
         template, end_of_turn = "", ""
     else:
@@ -230,7 +239,7 @@ def prepare_data(
     )
     folder = cache_root() / cache_key(_key_parts(config, tokenizer, settings))
     if use_cache and (folder / DONE).is_file():
-        return checked(_load_cached(folder), config)
+        return checked(_load_cached(folder), config, check)
 
     reports: dict[str, DataReport] = {}
     train_rows: list[dict[str, Any]] = []
@@ -244,6 +253,7 @@ def prepare_data(
 
     workers = num_proc or min(2, os.cpu_count() or 1)
     train, truncated, lengths = _account(_tokenize(train_rows, tokenizer, settings, workers), reports)
+    measured = [length for values in lengths.values() for length in values]  # skipped rows included
     evaluation = None
     if eval_rows:
         evaluation, _, held_out = _account(_tokenize(eval_rows, tokenizer, settings, workers), reports)
@@ -255,7 +265,7 @@ def prepare_data(
         train["length"],
         sum(sum(1 for t in labels if t != -100) for labels in train["labels"]),
         truncated,
-        train["full_length"],
+        measured,
         settings.limit,
     )
     meta = {
@@ -280,16 +290,20 @@ def prepare_data(
 
     prepared = PreparedData(train, evaluation, list(reports.values()), stats, folder, False, meta["settings"])
     if not use_cache or len(train) == 0:  # (`datasets` cannot read back a saved empty split)
-        return checked(prepared, config)
+        if len(train) == 0 or check:
+            return checked(prepared, config, True)
+        return prepared
     write_entry(folder, fill)  # before the checks: raising a threshold then reuses the tokenized rows
-    return checked(_load_cached(folder), config)
+    return checked(_load_cached(folder), config, check)
 
 
-def checked(prepared: PreparedData, config: GymConfig) -> PreparedData:
+def checked(prepared: PreparedData, config: GymConfig, check: bool = True) -> PreparedData:
     """``prepared``, once every dataset is within its ``max_bad_fraction`` and ``max_skipped_fraction``.
 
     Raises DataError (one sentence: how many rows, why, and what to change) before any training starts.
     """
+    if not check:
+        return prepared
     limits = {str(d.name): d for d in config.datasets}
     limit = prepared.stats.limit or config.train.max_length
     what = (

@@ -117,3 +117,24 @@ def test_edited_data_never_resumes_an_old_checkpoint(
     assert again.resumed_from is None and again.steps == 3
     note = " ".join(capsys.readouterr().err.split())
     assert "not resuming from checkpoint-2, checkpoint-3" in note and "training starts over" in note
+
+
+def test_preview_shows_data_that_would_stop_training_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _rows()[:6]  # 1 of 6 skipped: over the 0.1 threshold set below
+    _write(tmp_path, rows, steps=1, extra="").write_text(
+        (tmp_path / "gym.toml")
+        .read_text()
+        .replace("max_skipped_fraction = 0.2", "max_skipped_fraction = 0.1")
+    )
+    monkeypatch.chdir(tmp_path)
+    preview = CliRunner().invoke(app, ["data", "preview", "-n", "1"])
+    assert preview.exit_code == 0, preview.output
+    text = " ".join(preview.output.split())
+    assert "sample 1" in text and "skipped (too long) │ 1 (16.7%)" in text
+    assert "training would stop: dataset 'rows'" in text and "1 of 6 rows (16.7%)" in text
+    train = CliRunner().invoke(app, ["train", "--no-progress"])
+    assert train.exit_code == 1 and "1 of 6 rows (16.7%) are longer than max_length = 64" in " ".join(
+        train.output.split()
+    )
