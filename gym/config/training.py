@@ -118,6 +118,43 @@ class GrpoConfig(Section):
         description="Environment variable holding the endpoint's API key.",
         examples=["OPENAI_API_KEY"],
     )
+    learner_api_base: str | None = Field(
+        default=None,
+        description="Training-free: an OpenAI-compatible endpoint for the learner (the model that summarises "
+        "rollouts and edits the library); default: the policy's endpoint (api_base).",
+        examples=["https://api.deepseek.com/v1"],
+    )
+    learner_model: str | None = Field(
+        default=None,
+        description="Training-free: the learner's model id at learner_api_base; default: the policy model.",
+        examples=["deepseek-chat"],
+    )
+    learner_api_key_env: EnvVarName | None = Field(
+        default=None,
+        description="Training-free: environment variable holding the learner endpoint's API key; "
+        "default: api_key_env when the learner shares the policy's endpoint.",
+        examples=["LEARNER_API_KEY"],
+    )
+    learner_temperature: float = Field(
+        default=0.3, ge=0, le=2, description="Training-free: sampling temperature of the learner's calls."
+    )
+    learner_max_tokens: int = Field(
+        default=2048,
+        gt=0,
+        description="Training-free: longest learner reply (summary, experiences, operations), in tokens.",
+    )
+    concurrency: int = Field(
+        default=16,
+        gt=0,
+        le=1024,
+        description="Training-free: requests in flight at once (policy and learner together).",
+    )
+    request_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="Training-free: seconds before one HTTP request is given up (then retried).",
+    )
 
     @field_validator("reward")
     @classmethod
@@ -132,7 +169,7 @@ class GrpoConfig(Section):
                 )
         return value
 
-    @field_validator("api_base")
+    @field_validator("api_base", "learner_api_base")
     @classmethod
     def _check_api_base(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^\s/]+", value):
@@ -176,9 +213,9 @@ class TrainConfig(Section):
     )
     cpu_threads: Literal["auto"] | int = Field(
         default="auto",
-        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else 1 for models under "
-        "20M parameters (tiny ops gain nothing from more threads and lose badly when cores are shared), "
-        "else one per core.",
+        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else measured: the "
+        "first steps alternate one thread and one per core, and the faster per trained token is kept "
+        "(train_results.json records the measurement).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")

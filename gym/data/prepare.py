@@ -187,14 +187,19 @@ def _tokenize(
             ds_logging.disable_progress_bar()
 
 
+def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
+    """Whole columns as Python lists, straight from Arrow (``dataset[name]`` formats row by row)."""
+    table = dataset.with_format("arrow")[:]
+    return [table.column(name).to_pylist() for name in names]
+
+
 def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int, dict[str, list[int]]]:
     """Count skipped rows into their dataset's report; drop them.
 
     Returns the kept rows, how many were truncated, and per dataset the whole length of every row
     measured (kept or skipped as too long): what ``max_length`` would need to be to keep them whole.
     """
-    statuses, sources, indices = tokenized["status"], tokenized["source"], tokenized["index"]
-    full = tokenized["full_length"]
+    statuses, sources, indices, full = _columns(tokenized, "status", "source", "index", "full_length")
     truncated = 0
     lengths: dict[str, list[int]] = {}
     for status, source, index, length in zip(statuses, sources, indices, full, strict=True):
@@ -261,13 +266,8 @@ def prepare_data(
             lengths.setdefault(source, []).extend(values)
     for name, report in reports.items():
         report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)
-    stats = TokenStats.of(
-        train["length"],
-        sum(sum(1 for t in labels if t != -100) for labels in train["labels"]),
-        truncated,
-        measured,
-        settings.limit,
-    )
+    kept_lengths, loss_tokens = _columns(train, "length", "loss_tokens")
+    stats = TokenStats.of(kept_lengths, sum(loss_tokens), truncated, measured, settings.limit)
     meta = {
         "reports": [asdict(r) for r in reports.values()],
         "stats": asdict(stats),

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym.data.example import Example
-from gym.data.templates import IGNORE_INDEX, assistant_spans, labels_for_spans
+from gym.data.templates import IGNORE_INDEX, assistant_spans
+from gym.data.templates.masks import encode_texts, labels_for_encoding
 from gym.data.templates.render import render_chat
 
 OK, TRUNCATED = "ok", "truncated (oldest turns dropped)"
@@ -77,9 +78,9 @@ class TokenizeSettings:
 
 PROMPT_METHODS = ("grpo", "ppo")
 PAIRED_METHODS = ("dpo", "rm")  # trained on both answers: both sequences must fit
-# What a row measured against max_length is: (ids, offsets, assistant spans) of its first sequence
-# (prompt + chosen answer for preference rows), and the length of its longest sequence.
-Measured = tuple[list[int], list[tuple[int, int]], list[tuple[int, int]], int]
+# What a row measured against max_length is: the Rust encoding and assistant spans of its first
+# sequence (prompt + chosen answer for preference rows), and the length of its longest sequence.
+Measured = tuple[Any, list[tuple[int, int]], int]
 
 
 def _exchange_starts(messages: list[dict[str, Any]]) -> list[int]:
@@ -142,18 +143,16 @@ def _measure(
             continue
         plans.append(rendered)  # type: ignore[arg-type]
         texts.extend(text for text, _ in rendered)  # type: ignore[misc]
-    encoding = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True) if texts else None
+    encodings = encode_texts(tokenizer, texts)
     results: list[Measured | str] = []
     position = 0
     for plan in plans:
         if isinstance(plan, str):
             results.append(plan)
             continue
-        assert encoding is not None
-        ids = encoding["input_ids"][position : position + len(plan)]
-        offsets = encoding["offset_mapping"][position]
+        sequences = encodings[position : position + len(plan)]
         position += len(plan)
-        results.append((ids[0], offsets, plan[0][1], max(len(sequence) for sequence in ids)))
+        results.append((sequences[0], plan[0][1], max(len(sequence) for sequence in sequences)))
     return results
 
 
@@ -192,12 +191,13 @@ class _Fit:
             self.best, self.high = (result, self.start), self.next
         self.next = (self.low + self.high) // 2 if self.low < self.high else None
 
-    def result(self) -> tuple[list[int], list[int], str, int]:
+    def result(self) -> tuple[Any, Any, str, int]:
         """(ids, labels, status, start of the kept exchanges)."""
         if self.best is None:
             return [], [], self.status, 0
-        (ids, offsets, spans, _), start = self.best
-        return ids, labels_for_spans(ids, offsets, spans), self.status, start
+        (encoding, spans, _), start = self.best
+        ids, labels = labels_for_encoding(encoding, spans)
+        return ids, labels, self.status, start
 
 
 def _fit_rows(
@@ -211,7 +211,7 @@ def _fit_rows(
     while todo := [fit for fit in fits if fit.next is not None]:
         measured = _measure(tokenizer, [(fit.shape, fit.start) for fit in todo], settings)
         for fit, item in zip(todo, measured, strict=True):
-            fit.record(item if isinstance(item, str) or item[3] <= settings.limit else too_long)
+            fit.record(item if isinstance(item, str) or item[2] <= settings.limit else too_long)
     results = [fit.result() for fit in fits]
     return [
         (ids, labels, too_long if status == TOO_LONG else status, start)
@@ -256,14 +256,19 @@ def _text_blocks(ids: list[int], tokenizer: Any, max_length: int) -> list[dict[s
     return [{"input_ids": b, "labels": list(b), "status": status} for b in blocks]
 
 
-def _with_status(ids: list[int], labels: list[int], status: str, method: str) -> dict[str, Any]:
-    if (
-        status in (OK, TRUNCATED)
-        and method in ("sft", "dpo", "rm", "kto")
-        and all(label == IGNORE_INDEX for label in labels)
-    ):
+def _with_status(ids: Any, labels: Any, status: str, method: str) -> dict[str, Any]:
+    import numpy as np
+
+    if status in (OK, TRUNCATED) and method in ("sft", "dpo", "rm", "kto") and _loss_tokens(labels) == 0:
         status = NO_LOSS
-    return {"input_ids": ids, "labels": labels, "status": status}
+    return {"input_ids": np.asarray(ids, dtype=np.int32), "labels": np.asarray(labels, dtype=np.int32),
+            "status": status}  # fmt: skip
+
+
+def _loss_tokens(labels: Any) -> int:
+    import numpy as np
+
+    return int(np.count_nonzero(np.asarray(labels) != IGNORE_INDEX))
 
 
 def tokenize_rows(
@@ -288,9 +293,9 @@ def tokenize_rows(
         if isinstance(item, str):
             results.append([{"input_ids": [], "labels": [], "status": item, "full_length": 0}])
             continue
-        ids, offsets, spans, longest = item
+        encoding, spans, longest = item
         if longest <= settings.limit:
-            result = _with_status(ids, labels_for_spans(ids, offsets, spans), OK, settings.method)
+            result = _with_status(*labels_for_encoding(encoding, spans), OK, settings.method)
         elif len(shape.starts) < 2:
             result = _with_status([], [], too_long, settings.method)  # nothing older to drop
         else:
@@ -299,7 +304,7 @@ def tokenize_rows(
         results.append([{**result, "full_length": longest}])
     fitted = _fit_rows(tokenizer, [shapes[number] for number in over_long], settings, too_long)
     for number, (ids, labels, status, start) in zip(over_long, fitted, strict=True):
-        kept = {"messages": json.dumps(shapes[number].kept(start), ensure_ascii=False)} if ids else {}
+        kept = {"messages": json.dumps(shapes[number].kept(start), ensure_ascii=False)} if len(ids) else {}
         results[number][0].update(_with_status(ids, labels, status, settings.method), **kept)
     return results
 
@@ -307,18 +312,24 @@ def tokenize_rows(
 def tokenize_batch(
     batch: dict[str, list[Any]], *, tokenizer: Any, settings: TokenizeSettings
 ) -> dict[str, list[Any]]:
-    """``datasets.map(batched=True)`` body: input columns in, tokenized rows (same columns kept) out."""
+    """``datasets.map(batched=True)`` body: input columns in, tokenized rows (same columns kept) out.
+
+    Token columns leave as int32 NumPy arrays: Arrow takes them without a per-token Python object.
+    """
+    import numpy as np
+
     names = list(batch)
     rows = [{name: batch[name][position] for name in names} for position in range(len(batch[names[0]]))]
-    columns = [*names, "input_ids", "labels", "length", "full_length", "status"]
+    columns = [*names, "input_ids", "labels", "length", "full_length", "loss_tokens", "status"]
     out: dict[str, list[Any]] = {name: [] for name in dict.fromkeys(columns)}
     for row, results in zip(rows, tokenize_rows(tokenizer, rows, settings), strict=True):
         for result in results:
             for name in names:
                 out[name].append(result.get(name, row[name]))  # ``messages``: as kept after fitting
-            out["input_ids"].append(result["input_ids"])
-            out["labels"].append(result["labels"])
+            out["input_ids"].append(np.asarray(result["input_ids"], dtype=np.int32))  # one Arrow type for all
+            out["labels"].append(np.asarray(result["labels"], dtype=np.int32))
             out["length"].append(len(result["input_ids"]))
             out["full_length"].append(result.get("full_length", len(result["input_ids"])))
+            out["loss_tokens"].append(_loss_tokens(result["labels"]))
             out["status"].append(result["status"])
     return out

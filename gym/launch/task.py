@@ -177,6 +177,8 @@ def build_plan(
     envs["GYM_FLAGS"] = shlex.join(remote_flags(config, flags))
     if pip_spec:
         envs["GYM_PIP_SPEC"] = pip_spec
+    if compute.max_runtime_hours:
+        envs["GYM_MAX_RUNTIME_S"] = str(max(1, round(compute.max_runtime_hours * 3600)))
     if compute.checkpoint_bucket:
         task["file_mounts"] = {
             CHECKPOINT_MOUNT: {"source": compute.checkpoint_bucket.rstrip("/"), "mode": "MOUNT"}
