@@ -55,7 +55,13 @@ class DpoConfig(Section):
         default=0.1, gt=0, description="Strength of the KL constraint to the reference model."
     )
     loss_type: Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"] = Field(
-        default="sigmoid", description="Preference loss."
+        default="sigmoid",
+        description="Preference loss: sigmoid (DPO), ipo, hinge, robust; simpo (SimPO, reference-free, on TRL's "
+        "CPOTrainer; beta is its reward scale, typically 2-10) or orpo (ORPO, reference-free, SFT loss plus "
+        "an odds-ratio term weighted by beta, typically 0.1).",
+    )
+    simpo_gamma: float = Field(
+        default=0.5, ge=0, description="Target reward margin of loss_type = 'simpo' (SimPO's gamma)."
     )
 
 
@@ -220,6 +226,12 @@ class TrainConfig(Section):
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
     save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
+    eval_steps: int | None = Field(
+        default=None,
+        gt=0,
+        description="Evaluate the held-out rows (datasets.eval_fraction) every N steps, besides before the first "
+        "and after the last step. Default: save_steps.",
+    )
     save_total_limit: int = Field(default=3, gt=0, description="Checkpoints kept on disk.")
     resume: str = Field(
         default="auto",

@@ -80,6 +80,7 @@ def evaluate(
             score.base_value = other.value
             if score.value is not None:
                 score.delta = score.value - other.value
+    tuned += held_out(tuned_path, with_base=config.eval.baseline)
     from importlib.metadata import version
 
     return EvalReport(
@@ -104,6 +105,23 @@ def _training_data(folder: Path) -> dict:
     except (OSError, ValueError, AttributeError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def held_out(model_dir: Path, *, with_base: bool) -> list[TaskScore]:
+    """The held-out rows' scores that training recorded beside the weights (none without eval_fraction)."""
+    import json
+
+    from gym.eval.report import held_out_scores
+
+    try:
+        recorded = json.loads((model_dir / "train_results.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    scores = held_out_scores(recorded)
+    if not with_base:
+        for score in scores:
+            score.base_value = score.delta = None
+    return scores
 
 
 def _evaluate_experiences(
