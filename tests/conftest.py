@@ -47,6 +47,18 @@ def fixtures_dir() -> Path:
 
 
 @pytest.fixture
+def page():
+    """A Playwright page in headless system Chromium (tests/browser.py); skipped, saying why, without one."""
+    from tests.browser import open_page, unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    with open_page() as opened:
+        yield opened
+
+
+@pytest.fixture
 def write_toml(tmp_path: Path):
     """Write a gym.toml (dedented) into a temp folder and return its path."""
 

@@ -7,7 +7,14 @@ import sys
 import typer
 
 from gym import __version__
-from gym.cli import config_commands, eval_commands, launch_commands, serve_commands, train_commands
+from gym.cli import (
+    config_commands,
+    eval_commands,
+    launch_commands,
+    serve_commands,
+    train_commands,
+    webui_commands,
+)
 
 app = typer.Typer(
     name="gym",
@@ -39,6 +46,7 @@ train_commands.register(app)
 eval_commands.register(app)
 launch_commands.register(app)
 serve_commands.register(app)
+webui_commands.register(app)
 
 
 def _add_lazy_groups() -> None:

@@ -84,8 +84,14 @@ def _modules_after(args: list[str]) -> set[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["validate", "examples/quickstart/gym.toml"], ["init", "--help"], ["schema"]],
-    ids=["help", "validate", "init-help", "schema"],
+    [
+        ["--help"],
+        ["validate", "examples/quickstart/gym.toml"],
+        ["init", "--help"],
+        ["schema"],
+        ["webui", "--help"],
+    ],
+    ids=["help", "validate", "init-help", "schema", "webui-help"],
 )
 def test_fast_commands_do_not_import_heavy_libraries(args: list[str]) -> None:
     modules = _modules_after(args)

@@ -1,0 +1,58 @@
+"""A person in headless Chromium clicks through Config → Train → Chat of a running `gym webui`; a
+screenshot of each tab is kept in tests/artifacts/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.browser import screenshot
+from tests.webui.conftest import start_webui, stop_process, write_project
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def served(tmp_path: Path, webui_env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+    write_project(tmp_path, steps=8, save_steps=4)
+    url, process = start_webui(tmp_path, webui_env)
+    yield url, tmp_path
+    stop_process(process)
+
+
+def test_config_train_chat_in_a_browser(served: tuple[str, Path], page) -> None:
+    url, folder = served
+    page.goto(url)
+
+    page.get_by_role("tab", name="Config").click()
+    page.locator("#validation").get_by_text("valid").first.wait_for()  # the page has loaded the file
+    steps = page.get_by_label("Max steps (0: epochs)")
+    steps.fill("10")
+    steps.press("Tab")
+    page.wait_for_function("() => document.querySelector('#editor')?.innerText.includes('max_steps = 10')")
+    page.locator("#validation").get_by_text("valid").first.wait_for()
+    page.locator("#save").click()
+    page.locator("#save-result").get_by_text("saved gym.toml").wait_for()
+    assert "max_steps = 10" in (folder / "gym.toml").read_text()
+    assert "# the web UI keeps this comment" in (folder / "gym.toml").read_text()
+    assert screenshot(page, "webui_config.png").stat().st_size > 20_000
+
+    page.get_by_role("tab", name="Train").click()
+    page.locator("#start-run").click()
+    page.locator("#run-message").get_by_text("started").wait_for()
+    page.reload()  # the run is the server's subprocess, not the page's: it keeps going
+    page.get_by_role("tab", name="Train").click()
+    page.locator('#run-progress[data-state="finished"]').wait_for(timeout=300_000)
+    assert "step 10 / 10" in page.locator("#run-progress").inner_text()
+    page.wait_for_timeout(2000)  # let the plots draw
+    assert screenshot(page, "webui_train.png").stat().st_size > 20_000
+
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-input textarea").fill("Reverse: a b")
+    page.locator("#chat-send").click()
+    page.locator("#chat-note").get_by_text("done").wait_for(timeout=120_000)
+    assert "Reverse: a b" in page.locator("#chat-tuned").inner_text()
+    assert "Reverse: a b" in page.locator("#chat-base").inner_text()
+    assert screenshot(page, "webui_chat.png").stat().st_size > 20_000
