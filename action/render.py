@@ -97,12 +97,15 @@ def _results(outcome: ConfigOutcome) -> str:
         + (f" · job id {code(launch.job_id)}" if launch.job_id else "")
     ]
     if launch.results:
-        from gym.eval.report import EvalReport
+        from gym.eval.report import EvalReport, training_data_markdown
         from gym.hub.card import results_table_markdown
 
         report = EvalReport.from_dict(launch.results)
         base = f" (base {code(report.base_model)} → tuned)" if report.base_model else ""
-        lines.append(f"#### Evaluation{base}\n\n{results_table_markdown(report)}")
+        data = training_data_markdown(report.training_data)
+        lines.append(
+            f"#### Evaluation{base}\n\n{results_table_markdown(report)}" + (f"\n{data}" if data else "")
+        )
     elif outcome.ok:
         lines.append(
             "Evaluation results are not available yet: the job writes them to the model card when it finishes."

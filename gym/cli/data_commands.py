@@ -11,7 +11,9 @@ data_app = typer.Typer(
 )
 
 
-def _prepare(args: list[str] | None, use_cache: bool):  # -> (PreparedData, tokenizer)
+def _prepare(
+    args: list[str] | None, use_cache: bool, check: bool = True
+):  # -> (PreparedData, tokenizer, config)
     config, _, _ = load_config_or_exit(args)
     from gym.data.prepare import prepare_data
     from gym.data.report import DataError
@@ -20,7 +22,7 @@ def _prepare(args: list[str] | None, use_cache: bool):  # -> (PreparedData, toke
     try:
         with console.status("loading the tokenizer"):
             tokenizer = load_tokenizer(config)
-        return prepare_data(config, tokenizer, use_cache=use_cache), tokenizer
+        return prepare_data(config, tokenizer, use_cache=use_cache, check=check), tokenizer, config
     except (DataError, ModelError) as error:
         raise fail(str(error)) from None
 
@@ -34,16 +36,25 @@ def preview_command(
     ),
 ) -> None:
     """Show the first samples rendered through the chat template, trained tokens highlighted, and the stats."""
-    prepared, tokenizer = _prepare(args, use_cache=not no_cache)
+    prepared, tokenizer, config = _prepare(args, use_cache=not no_cache, check=False)
+    from rich.text import Text
+
+    from gym.data.prepare import checked
     from gym.data.preview import preview
+    from gym.data.report import DataError
+    from gym.failures import printable
 
     console.print(preview(prepared, tokenizer, count))
+    try:
+        checked(prepared, config)
+    except DataError as error:  # shown, not fatal: the preview is where the user finds out why
+        console.print(Text.assemble(("training would stop: ", "bold yellow"), printable(str(error))))
 
 
 @data_app.command("prepare")
 def prepare_command(args: list[str] | None = CONFIG_AND_FLAGS) -> None:
     """Load, template, tokenize and cache the datasets now (training then starts without this step)."""
-    prepared, _ = _prepare(args, use_cache=True)
+    prepared, _, _ = _prepare(args, use_cache=True)
     from gym.data.preview import stats_table
 
     console.print(*prepared.reports, stats_table(prepared))

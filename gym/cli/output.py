@@ -57,10 +57,15 @@ def load_config_or_exit(args: list[str] | None) -> tuple[GymConfig, Path | None,
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error <message>`` (the user's text is never read as markup) and return the Exit to raise."""
+    """Print ``error <message>`` and return the Exit to raise.
+
+    The user's text is never read as markup, and control characters in it (ANSI escapes from data or
+    file names) are shown rather than sent to the terminal.
+    """
     from rich.markup import escape
 
     from gym.config.errors import redact
+    from gym.failures import printable
 
-    errors.print(f"[red]error[/red] {escape(redact(message))}", highlight=False, soft_wrap=True)
+    errors.print(f"[red]error[/red] {escape(printable(redact(message)))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)

@@ -160,6 +160,15 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"training-free GRPO needs train.method = 'grpo', got {train.method!r}",
             )
         )
+    if train.method in ("grpo", "ppo") and train.grpo.max_completion_length >= train.max_length:
+        issues.append(
+            (
+                ("train", "grpo", "max_completion_length"),
+                f"prompt and completion share train.max_length = {train.max_length}, so "
+                f"max_completion_length = {train.grpo.max_completion_length} leaves no room for the prompt; "
+                "lower it or raise train.max_length",
+            )
+        )
     if train.grpo.training_free:
         issues += training_free_issues(train)
     compute = config.compute

@@ -187,6 +187,13 @@ class DatasetConfig(Section):
         le=1.0,
         description="Bad rows are skipped and reported; the run fails when more than this fraction is bad.",
     )
+    max_skipped_fraction: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Rows whose last exchange cannot fit train.max_length are skipped and reported (never cut "
+        "mid-answer); the run stops before training when more than this fraction of the dataset would be skipped.",
+    )
     placeholders: dict[str, str] = Field(
         default_factory=dict,
         description="Values for {{name}}-style placeholders in the rows, e.g. { name = 'Gym', author = 'Zoo' }.",

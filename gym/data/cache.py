@@ -18,7 +18,7 @@ from typing import Any
 
 from gym.files import gym_cache_home, publish_folder
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2  # 2: full_length column, fitted messages, every method fitted
 DONE = "gym_prepared.json"
 
 
@@ -39,9 +39,15 @@ def file_digest(path: Path) -> str:
 def source_fingerprint(path: Path) -> list[tuple[str, str]]:
     """(name, sha256) of a dataset file or of every file in a dataset folder."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    return [
-        (str(p.relative_to(path) if path.is_dir() else p.name), file_digest(p)) for p in files if p.exists()
-    ]
+    return [(str(p.relative_to(path) if path.is_dir() else p.name), _digest_or_reason(p)) for p in files]
+
+
+def _digest_or_reason(path: Path) -> str:
+    """A file's sha256, or why it could not be read (a file beside the data the loader never opens)."""
+    try:
+        return file_digest(path)
+    except OSError as error:
+        return f"unreadable: {error.strerror or error}"
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

@@ -4,13 +4,14 @@ Files are never parsed by hand: JSON/JSONL, CSV and Parquet go through ``load_da
 "parquet", data_files=...)`` and Hub ids through ``load_dataset(id, subset, split=, revision=)``, so what
 Gym trains on is what `datasets` reads. What this module adds is the failure story: every way a
 dataset cannot be read becomes a :class:`DataError` with one sentence naming the dataset and the file
-(never a traceback from `datasets`), and bad rows are counted in a :class:`DataReport`.
+(never a traceback from `datasets`), and bad rows are counted in a :class:`DataReport`. The one
+exception to "never by hand": JSON Lines that `datasets` refuses as a whole are read line by line
+(:mod:`gym.data.sources`), so one broken line is one bad row with its line number.
 `datasets` and pyarrow are imported inside functions so that `gym validate` stays fast.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -23,6 +24,13 @@ from gym.config.sections import DatasetConfig
 from gym.data.example import Example
 from gym.data.formats import Context, get_converter
 from gym.data.report import BadRow, DataError, DataReport
+from gym.data.sources import (
+    SalvagedRows,
+    checked_files,
+    file_problem,
+    path_problem,
+    salvage_json_lines,
+)
 from gym.failures import error_chain
 
 if TYPE_CHECKING:
@@ -35,13 +43,29 @@ T = TypeVar("T")
 def local_path(dataset: DatasetConfig, base_dir: Path) -> Path:
     """``dataset.path`` made absolute against gym.toml's folder, as GymConfig.resolve_path does."""
     assert dataset.path is not None
-    return resolve_against(base_dir, dataset.path)
+    written = Path(dataset.path).expanduser()
+    try:  # the folder resolved as the config resolves paths; the file keeps its name (a link keeps its suffix)
+        return (
+            resolve_against(base_dir, written.parent) / written.name
+            if written.name
+            else resolve_against(base_dir, written)
+        )
+    except (OSError, RuntimeError, ValueError):  # a symlink loop or a NUL in the path, met by resolve()
+        path = Path(base_dir) / str(dataset.path)
+        raise DataError(
+            f"dataset {dataset.name!r}: {path} {path_problem(path) or 'cannot be resolved'}; check path in gym.toml"
+        ) from None
 
 
 def data_files(path: Path, name: str) -> tuple[str, list[str]]:
-    """The `datasets` builder and the files for a file or a folder of files of one type."""
-    if not path.exists():
-        raise DataError(f"dataset {name!r}: {path} does not exist; check path in gym.toml")
+    """The `datasets` builder and the files for a file or a folder of files of one type.
+
+    Every file-system oddity (missing, looping link, FIFO, unreadable, empty) is one DataError here,
+    before any file is hashed or read.
+    """
+    problem = path_problem(path)
+    if problem is not None:
+        raise DataError(f"dataset {name!r}: {path} {problem}; check path in gym.toml")
     files = (
         sorted(p for p in path.iterdir() if p.is_file() and p.suffix in BUILDERS) if path.is_dir() else [path]
     )
@@ -57,8 +81,9 @@ def data_files(path: Path, name: str) -> tuple[str, list[str]]:
             f"dataset {name!r}: folder {path} mixes file types ({', '.join(sorted(builders))}); use one"
         )
     for file in files:
-        if file.stat().st_size == 0:
-            raise DataError(f"dataset {name!r}: file {file} is empty")
+        problem = file_problem(file)
+        if problem is not None:
+            raise DataError(f"dataset {name!r}: file {file} {problem}")
     return builders.pop(), [str(p) for p in files]  # type: ignore[return-value]
 
 
@@ -85,43 +110,30 @@ def quiet_datasets() -> Iterator[None]:
 def root_cause(error: BaseException) -> str:
     """The innermost message of an exception chain: `datasets` wraps pyarrow's useful one."""
     innermost = error_chain(error)[-1]
-    return str(innermost).strip() or type(innermost).__name__
+    text = " ".join(str(innermost).split())  # one line: pyarrow's messages carry whole schemas
+    return (text[:300] + "…" if len(text) > 300 else text) or type(innermost).__name__
 
 
-def first_bad_line(file: str) -> str:
-    """For a JSON Lines file that failed to load, which line is broken (diagnosis only, not parsing)."""
-    if not file.endswith(".jsonl"):
-        return ""
-    with open(file, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    json.loads(line)
-                except json.JSONDecodeError as error:
-                    return f"line {number} is broken ({error.msg})"
-    return ""
-
-
-def load_local(dataset: DatasetConfig, base_dir: Path) -> Dataset:
+def load_local(dataset: DatasetConfig, base_dir: Path) -> Dataset | SalvagedRows:
+    """A local file or folder through `datasets`; JSON Lines it refuses are read line by line instead."""
     import datasets
 
     name = str(dataset.name)
     builder, files = data_files(local_path(dataset, base_dir), name)
     where = files[0] if len(files) == 1 else f"{local_path(dataset, base_dir)} ({len(files)} files)"
+    lines = builder == "json" and all(f.endswith(".jsonl") for f in files)
+    if checked_files(name, builder, [Path(f) for f in files]):  # lines in another encoding: bad rows
+        return salvage_json_lines(files)
     try:
         with quiet_datasets():
             return datasets.load_dataset(builder, data_files=files, split="train")
     except FileNotFoundError:
         raise DataError(f"dataset {name!r}: {where} does not exist; check path in gym.toml") from None
-    except (StopIteration, ValueError) as error:
+    except Exception as error:  # `datasets` wraps pyarrow/pandas errors in several types
+        if lines:  # one broken line must not cost the whole file: count it as a bad row instead
+            return salvage_json_lines(files)
         if isinstance(error, StopIteration) or "corresponds to no data" in str(error):
             raise DataError(f"dataset {name!r}: file {where} has no rows") from None
-        raise DataError(f"dataset {name!r}: cannot read {where}: {root_cause(error)}") from None
-    except Exception as error:  # `datasets` wraps pyarrow/pandas errors in several types
-        for file in files if builder == "json" else []:
-            bad_line = first_bad_line(file)
-            if bad_line:
-                raise DataError(f"dataset {name!r}: {file} is not valid JSON Lines: {bad_line}") from None
         raise DataError(
             f"dataset {name!r}: cannot read {builder.upper()} file {where}: {root_cause(error)}"
         ) from None
@@ -180,13 +192,17 @@ def unreachable(name: str, hub: str, reason: str) -> str:
     )
 
 
-def load_rows(dataset: DatasetConfig, base_dir: Path) -> Dataset:
-    """The raw rows of a dataset as a `datasets.Dataset`, cut to ``max_samples``; DataError on failure."""
+def load_rows(dataset: DatasetConfig, base_dir: Path) -> Dataset | SalvagedRows:
+    """The raw rows of a dataset, cut to ``max_samples``; DataError on failure."""
     rows = load_local(dataset, base_dir) if dataset.path is not None else load_hub(dataset)
     if len(rows) == 0:
         raise DataError(f"dataset {dataset.name!r}: {dataset.path or dataset.hub} has no rows")
     if dataset.max_samples is not None and dataset.max_samples < len(rows):
-        rows = rows.select(range(dataset.max_samples))
+        rows = (
+            rows.head(dataset.max_samples)
+            if isinstance(rows, SalvagedRows)
+            else rows.select(range(dataset.max_samples))
+        )
     return rows
 
 
@@ -197,12 +213,12 @@ def load_examples(dataset: DatasetConfig, base_dir: Path) -> tuple[list[Example]
     exceeds ``dataset.max_bad_fraction``.
     """
     name = str(dataset.name)
+    rows = load_rows(dataset, base_dir)  # first: every path problem is one sentence from here
     if dataset.path is not None:
         path = local_path(dataset, base_dir)
         media_dir, source = (path if path.is_dir() else path.parent), str(path)
     else:
         media_dir, source = base_dir, f"hub:{dataset.hub}"
-    rows = load_rows(dataset, base_dir)
     ctx = Context(
         columns=dict(dataset.columns),
         tags=dict(dataset.tags),
@@ -213,15 +229,29 @@ def load_examples(dataset: DatasetConfig, base_dir: Path) -> tuple[list[Example]
     convert = get_converter(dataset.format)
     report = DataReport(dataset=name, file=source)
     examples: list[Example] = []
-    for index, row in enumerate(_iter_rows(rows)):
-        report.rows_read += 1
-        try:
-            example = convert(row, ctx)
-        except BadRow as bad:
+    if isinstance(rows, SalvagedRows):
+        for index, bad in rows.bad:
+            report.rows_read += 1
             report.add_bad(index, bad)
-            continue
-        example.source, example.index = name, index
-        examples.append(example)
+        numbered: Iterator[tuple[int, dict]] = iter(rows.rows)
+    else:
+        numbered = enumerate(_iter_rows(rows))
+    try:
+        for index, row in numbered:
+            report.rows_read += 1
+            try:
+                example = convert(row, ctx)
+            except BadRow as bad:
+                report.add_bad(index, bad)
+                continue
+            example.source, example.index = name, index
+            examples.append(example)
+    except DataError:
+        raise
+    except Exception as error:  # pyarrow decodes lazily: a value it accepted may fail when read
+        raise DataError(
+            f"dataset {name!r}: cannot read row {report.rows_read - 1} of {source}: {root_cause(error)}"
+        ) from None
     report.rows_kept = len(examples)
     report.check(dataset.max_bad_fraction)
     return examples, report

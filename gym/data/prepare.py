@@ -15,10 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
-from gym.data.loading import load_examples, local_path, split_eval
-from gym.data.report import BadExample, BadRow, DataReport
+from gym.data.loading import data_files, load_examples, local_path, split_eval
+from gym.data.report import BadExample, BadRow, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
-from gym.data.tokenize import KEPT, TOO_LONG, TRUNCATED, TokenizeSettings, example_to_row, tokenize_batch
+from gym.data.tokenize import (
+    KEPT,
+    PROMPT_METHODS,
+    SKIPPED,
+    TRUNCATED,
+    TokenizeSettings,
+    example_to_row,
+    tokenize_batch,
+)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -39,23 +47,32 @@ class TokenStats:
     max: int = 0
     loss_tokens: int = 0
     tokens: int = 0
+    # The p95 of the rows' whole lengths before any exchange was dropped (skipped rows included), and
+    # the limit they are held to: max_length, less grpo.max_completion_length for GRPO/PPO prompts.
+    full_p95: int = 0
+    limit: int = 0
 
     @classmethod
-    def of(cls, lengths: list[int], loss_tokens: int, truncated: int) -> TokenStats:
+    def of(
+        cls, lengths: list[int], loss_tokens: int, truncated: int, full: list[int], limit: int
+    ) -> TokenStats:
         ordered = sorted(lengths)
-
-        def pick(q: float) -> int:
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0
-
         return cls(
             len(ordered),
             truncated,
-            pick(0.5),
-            pick(0.95),
+            percentile(ordered, 0.5),
+            percentile(ordered, 0.95),
             ordered[-1] if ordered else 0,
             loss_tokens,
             sum(ordered),
+            percentile(sorted(full), 0.95),
+            limit,
         )
+
+
+def percentile(ordered: list[int], q: float) -> int:
+    """The ``q`` quantile of an ascending list (nearest rank), 0 for none."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0
 
 
 @dataclass
@@ -70,13 +87,50 @@ class PreparedData:
     from_cache: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def fingerprint(self) -> str:
+        """The cache key: a hash of the data files' contents, the tokenizer, the template and the settings."""
+        return self.cache_dir.name
+
+    def summary(self) -> dict[str, Any]:
+        """What happened to the rows, for train_results.json, the model card and the PR comment."""
+        read = sum(r.rows_read for r in self.reports)
+        skipped = sum(r.rows_skipped for r in self.reports)
+
+        def rows(split: Dataset | None) -> int:
+            if split is None or len(split) == 0:
+                return 0
+            return len(
+                set(zip(split["source"], split["index"], strict=True))
+            )  # pt: blocks of one row count once
+
+        return {
+            "rows_read": read,
+            "rows_trained": rows(self.train),
+            "rows_held_out": rows(self.eval),
+            "rows_truncated": self.stats.truncated,
+            "rows_skipped": skipped,
+            "skipped_share": round(skipped / read, 4) if read else 0.0,
+            "rows_bad": sum(r.rows_bad for r in self.reports),
+            "length_p95": self.stats.full_p95,
+            "max_length": int(self.settings.get("max_length", 0)),
+            "length_limit": self.stats.limit,
+        }
+
+    def summary_line(self) -> str:
+        """One line for `gym train` and `gym launch`: rows read, trained, truncated and skipped."""
+        return summary_text(self.summary())
+
 
 def _key_parts(config: GymConfig, tokenizer: Any, settings: TokenizeSettings) -> dict[str, Any]:
     sources = []
     for dataset in config.datasets:
-        entry: dict[str, Any] = dataset.model_dump()
+        # Thresholds decide whether a run may start, not what the rows are: checked on cached rows too.
+        entry: dict[str, Any] = dataset.model_dump(exclude={"max_bad_fraction", "max_skipped_fraction"})
         if dataset.path is not None:
-            entry["files"] = source_fingerprint(local_path(dataset, config.base_dir))
+            path = local_path(dataset, config.base_dir)
+            data_files(path, str(dataset.name))  # a path that cannot be read is one sentence, before hashing
+            entry["files"] = source_fingerprint(path)
         sources.append(entry)
     return {
         "sources": sources,
@@ -139,27 +193,43 @@ def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
     return [table.column(name).to_pylist() for name in names]
 
 
-def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int]:
-    """Count skipped rows into their dataset's report; drop them; return kept rows and truncations."""
-    statuses, sources, indices = _columns(tokenized, "status", "source", "index")
+def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int, dict[str, list[int]]]:
+    """Count skipped rows into their dataset's report; drop them.
+
+    Returns the kept rows, how many were truncated, and per dataset the whole length of every row
+    measured (kept or skipped as too long): what ``max_length`` would need to be to keep them whole.
+    """
+    statuses, sources, indices, full = _columns(tokenized, "status", "source", "index", "full_length")
     truncated = 0
-    for status, source, index in zip(statuses, sources, indices, strict=True):
+    lengths: dict[str, list[int]] = {}
+    for status, source, index, length in zip(statuses, sources, indices, full, strict=True):
+        if status in KEPT or status in SKIPPED:
+            lengths.setdefault(source, []).append(length)
         if status == TRUNCATED:
             truncated += 1
-        elif status == TOO_LONG:
-            reports[source].add_skipped(index, TOO_LONG)
+        elif status in SKIPPED:
+            reports[source].add_skipped(index, status)
         elif status not in KEPT:
             reason, _, detail = status.partition(": ")
             reports[source].add_bad(index, BadRow(reason, detail))
             reports[source].rows_kept -= 1
     keep = [i for i, status in enumerate(statuses) if status in KEPT]
-    return (tokenized if len(keep) == len(statuses) else tokenized.select(keep)), truncated
+    return (tokenized if len(keep) == len(statuses) else tokenized.select(keep)), truncated, lengths
 
 
 def prepare_data(
-    config: GymConfig, tokenizer: Any, *, num_proc: int | None = None, use_cache: bool = True
+    config: GymConfig,
+    tokenizer: Any,
+    *,
+    num_proc: int | None = None,
+    use_cache: bool = True,
+    check: bool = True,
 ) -> PreparedData:
-    """Load, convert, template, tokenize and mask every dataset of ``config`` (cached)."""
+    """Load, convert, template, tokenize and mask every dataset of ``config`` (cached).
+
+    ``check``: raise DataError when a dataset has more bad or skipped rows than its thresholds allow
+    (what training needs); `gym data preview` passes False to show such data and say so instead.
+    """
     if config.train.method == "pt":  # plain text: no chat template involved
         template, end_of_turn = "", ""
     else:
@@ -170,10 +240,11 @@ def prepare_data(
         max_length=config.train.max_length,
         template=template,
         end_of_turn=end_of_turn,
+        reserve=config.train.grpo.max_completion_length if config.train.method in PROMPT_METHODS else 0,
     )
     folder = cache_root() / cache_key(_key_parts(config, tokenizer, settings))
     if use_cache and (folder / DONE).is_file():
-        return _load_cached(folder)
+        return checked(_load_cached(folder), config, check)
 
     reports: dict[str, DataReport] = {}
     train_rows: list[dict[str, Any]] = []
@@ -186,14 +257,17 @@ def prepare_data(
         eval_rows.extend(example_to_row(e) for e in eval_part)
 
     workers = num_proc or min(2, os.cpu_count() or 1)
-    train, truncated = _account(_tokenize(train_rows, tokenizer, settings, workers), reports)
-    evaluation = (
-        _account(_tokenize(eval_rows, tokenizer, settings, workers), reports)[0] if eval_rows else None
-    )
-    for dataset in config.datasets:
-        reports[str(dataset.name)].check(dataset.max_bad_fraction)
-    lengths, loss_tokens = _columns(train, "length", "loss_tokens")
-    stats = TokenStats.of(lengths, sum(loss_tokens), truncated)
+    train, truncated, lengths = _account(_tokenize(train_rows, tokenizer, settings, workers), reports)
+    measured = [length for values in lengths.values() for length in values]  # skipped rows included
+    evaluation = None
+    if eval_rows:
+        evaluation, _, held_out = _account(_tokenize(eval_rows, tokenizer, settings, workers), reports)
+        for source, values in held_out.items():
+            lengths.setdefault(source, []).extend(values)
+    for name, report in reports.items():
+        report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)
+    kept_lengths, loss_tokens = _columns(train, "length", "loss_tokens")
+    stats = TokenStats.of(kept_lengths, sum(loss_tokens), truncated, measured, settings.limit)
     meta = {
         "reports": [asdict(r) for r in reports.values()],
         "stats": asdict(stats),
@@ -214,7 +288,35 @@ def prepare_data(
                 ds_logging.enable_progress_bar()
         (staging / DONE).write_text(json.dumps(meta, indent=2, default=str))
 
-    if use_cache:
-        write_entry(folder, fill)
-        return _load_cached(folder)
-    return PreparedData(train, evaluation, list(reports.values()), stats, folder, False, meta["settings"])
+    prepared = PreparedData(train, evaluation, list(reports.values()), stats, folder, False, meta["settings"])
+    if not use_cache or len(train) == 0:  # (`datasets` cannot read back a saved empty split)
+        if len(train) == 0 or check:
+            return checked(prepared, config, True)
+        return prepared
+    write_entry(folder, fill)  # before the checks: raising a threshold then reuses the tokenized rows
+    return checked(_load_cached(folder), config, check)
+
+
+def checked(prepared: PreparedData, config: GymConfig, check: bool = True) -> PreparedData:
+    """``prepared``, once every dataset is within its ``max_bad_fraction`` and ``max_skipped_fraction``.
+
+    Raises DataError (one sentence: how many rows, why, and what to change) before any training starts.
+    """
+    if not check:
+        return prepared
+    limits = {str(d.name): d for d in config.datasets}
+    limit = prepared.stats.limit or config.train.max_length
+    what = (
+        f"max_length - grpo.max_completion_length = {limit}"
+        if prepared.settings.get("reserve")
+        else f"max_length = {limit}"
+    )
+    for report in prepared.reports:
+        dataset = limits.get(report.dataset)
+        if dataset is None:
+            continue
+        report.check(dataset.max_bad_fraction)
+        report.check_skipped(
+            dataset.max_skipped_fraction, what, report.length_p95 + (prepared.settings.get("reserve") or 0)
+        )
+    return prepared

@@ -1,5 +1,8 @@
 """What `gym data preview` shows: samples as the model sees them, with the trained tokens marked.
 
+Everything shown comes from the user's data, so it is printed literally: never read as rich markup,
+control characters (ANSI escapes) made visible rather than sent to the terminal.
+
 The point is to make a wrong template or a wrong format impossible to miss: the loss-carrying
 tokens are highlighted, so a model about to learn the prompt (or never to stop) shows at a glance,
 and every row that did not make it in is counted with its reason.
@@ -15,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gym.data.templates import IGNORE_INDEX
+from gym.failures import printable
 
 if TYPE_CHECKING:
     from gym.data.prepare import PreparedData
@@ -32,7 +36,8 @@ def highlighted(tokenizer: Any, input_ids: list[int], labels: list[int]) -> Text
         is_trained = label is not None and label != IGNORE_INDEX
         if token is None or (run and is_trained != trained):
             text.append(
-                tokenizer.decode(run, skip_special_tokens=False), LOSS_STYLE if trained else CONTEXT_STYLE
+                printable(tokenizer.decode(run, skip_special_tokens=False)),
+                LOSS_STYLE if trained else CONTEXT_STYLE,
             )
             run = []
         if token is not None:
@@ -51,7 +56,11 @@ def sample_panels(prepared: PreparedData, tokenizer: Any, count: int) -> list[Pa
             + (f" · {row['status']}" if row["status"] != "ok" else "")
         )
         panels.append(
-            Panel(highlighted(tokenizer, row["input_ids"], row["labels"]), title=title, title_align="left")
+            Panel(
+                highlighted(tokenizer, row["input_ids"], row["labels"]),
+                title=Text(printable(title)),
+                title_align="left",
+            )
         )
     return panels
 
@@ -67,13 +76,24 @@ def stats_table(prepared: PreparedData) -> Table:
     table.add_row("rows read", f"{read:,}")
     table.add_row("rows kept", f"{kept:,} ({len(prepared.train):,} train, {held_out:,} held out)")
     table.add_row("bad rows", f"{sum(r.rows_bad for r in prepared.reports):,}")
-    table.add_row("skipped (too long)", f"{sum(sum(r.skipped.values()) for r in prepared.reports):,}")
+    skipped = sum(r.rows_skipped for r in prepared.reports)
+    table.add_row(
+        "skipped (too long)", f"{skipped:,}" + (f" ({skipped / read:.1%})" if read and skipped else "")
+    )
     table.add_row("truncated (oldest turns dropped)", f"{stats.truncated:,}")
     table.add_row("length p50 / p95 / max", f"{stats.p50} / {stats.p95} / {stats.max}")
-    table.add_row("max_length", str(prepared.settings.get("max_length", "?")))
+    table.add_row("whole length p95 (before fitting)", f"{stats.full_p95:,}")
+    limit = stats.limit or prepared.settings.get("max_length", "?")
+    reserve = prepared.settings.get("reserve") or 0
+    table.add_row(
+        "max_length",
+        f"{prepared.settings.get('max_length', '?')}" + (f" ({limit} for prompts)" if reserve else ""),
+    )
     share = stats.loss_tokens / stats.tokens if stats.tokens else 0.0
     table.add_row("tokens trained / total", f"{stats.loss_tokens:,} / {stats.tokens:,} ({share:.0%})")
-    table.add_row("cache", f"{'reused' if prepared.from_cache else 'written'}: {prepared.cache_dir}")
+    table.add_row(
+        "cache", Text(printable(f"{'reused' if prepared.from_cache else 'written'}: {prepared.cache_dir}"))
+    )
     return table
 
 

@@ -9,8 +9,16 @@ a few examples of each so the user can find them in the file, and fails the run 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from gym.failures import printable
 
 EXAMPLES_PER_REASON = 3
+# What to do about a bad-row reason, added to the error when it is among the reasons.
+HINTS = {
+    "not UTF-8 text": "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+    "broken JSON line": "each line of a .jsonl file must be one JSON object",
+}
 
 
 class DataError(Exception):
@@ -57,6 +65,9 @@ class DataReport:
     # Rows left out for a setting rather than a data fault (longer than max_length): counted and shown,
     # but not held against max_bad_fraction.
     skipped: dict[str, int] = field(default_factory=dict)
+    # The p95 of the rows' whole tokenized lengths (before any exchange was dropped), skipped rows
+    # included: the max_length that would keep 95% of them whole.
+    length_p95: int = 0
 
     @property
     def rows_bad(self) -> int:
@@ -99,12 +110,41 @@ class DataReport:
                 f"({', '.join(filter(None, [self.reasons_text(), skipped]))}){hint}; "
                 + ("raise train.max_length or " if self.skipped else "")
                 + "check the format, columns and tags settings"
+                + "".join(f"; {text}" for reason, text in HINTS.items() if reason in self.bad)
             )
         if self.bad_fraction > max_bad_fraction:
+            advice = "".join(f"; {text}" for reason, text in HINTS.items() if reason in self.bad)
             raise DataError(
                 f"dataset {self.dataset!r} ({self.file}): {self.rows_bad} of {self.rows_read} rows are bad "
-                f"({self.bad_fraction:.1%} > max_bad_fraction {max_bad_fraction:.1%}; {self.reasons_text()}){hint}"
+                f"({self.bad_fraction:.1%} > max_bad_fraction {max_bad_fraction:.1%}; {self.reasons_text()})"
+                f"{hint}{advice}"
             )
+
+    @property
+    def rows_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    @property
+    def skipped_fraction(self) -> float:
+        return self.rows_skipped / self.rows_read if self.rows_read else 0.0
+
+    def check_skipped(self, max_skipped_fraction: float, limit: str, fits_p95: int | None) -> None:
+        """Raise DataError when more than ``max_skipped_fraction`` of the rows would be left out as too long.
+
+        ``limit`` names the length they exceed (``max_length = 128``); ``fits_p95`` is the length that 95%
+        of the rows need whole, the value to raise it to.
+        """
+        if self.skipped_fraction <= max_skipped_fraction:
+            return
+        needed = f" (95% of its rows fit in {fits_p95} tokens)" if fits_p95 else ""
+        raise DataError(
+            f"dataset {self.dataset!r} ({self.file}): {self.rows_skipped} of {self.rows_read} rows "
+            f"({self.skipped_fraction:.1%}) are longer than {limit} even without their older turns and "
+            f"would be skipped, more than max_skipped_fraction = {max_skipped_fraction:g}; raise "
+            f"train.max_length{needed}, or set max_skipped_fraction = "
+            f"{min(1.0, round(self.skipped_fraction + 0.005, 2)):g} in this [[datasets]] entry to train on the "
+            f"{self.rows_read - self.rows_skipped - self.rows_bad} rows that fit"
+        )
 
     def reasons_text(self) -> str:
         return ", ".join(
@@ -124,9 +164,10 @@ class DataReport:
     def __rich__(self) -> object:
         """A table for `gym data preview`; rich is imported here so the report stays cheap to import."""
         from rich.table import Table
+        from rich.text import Text
 
-        title = f"{self.dataset}: {self.rows_kept}/{self.rows_read} rows kept"
-        table = Table(title=title, caption=self.file, show_lines=False)
+        title = Text(printable(f"{self.dataset}: {self.rows_kept}/{self.rows_read} rows kept"))
+        table = Table(title=title, caption=Text(printable(self.file)), show_lines=False)
         table.add_column("rows left out", justify="right")
         table.add_column("reason")
         table.add_column("first examples (row: detail)")
@@ -134,7 +175,21 @@ class DataReport:
             shown = "\n".join(
                 f"{e.index}: {e.detail}" if e.detail else str(e.index) for e in self.examples[reason]
             )
-            table.add_row(str(count), reason, shown)
+            table.add_row(str(count), Text(printable(reason)), Text(printable(shown)))
         if not self.bad and not self.skipped:
             table.add_row("0", "no bad rows", "")
         return table
+
+
+def summary_text(data: dict[str, Any]) -> str:
+    """The one-line data summary from :meth:`~gym.data.prepare.PreparedData.summary` (also read back from train_results.json)."""
+    if not data:
+        return ""
+    share = f" ({data.get('skipped_share', 0.0):.1%})" if data.get("rows_skipped") else ""
+    held = f", {data['rows_held_out']:,} held out" if data.get("rows_held_out") else ""
+    return (
+        f"{data.get('rows_read', 0):,} rows read: {data.get('rows_trained', 0):,} trained{held}, "
+        f"{data.get('rows_truncated', 0):,} truncated (oldest turns dropped), "
+        f"{data.get('rows_skipped', 0):,} skipped as too long{share}, {data.get('rows_bad', 0):,} bad; "
+        f"p95 length {data.get('length_p95', 0):,} tokens vs max_length {data.get('max_length', 0):,}"
+    )

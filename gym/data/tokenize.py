@@ -2,10 +2,15 @@
 
 Runs inside ``datasets.map(batched=True)``, so rows travel as flat columns (:func:`example_to_row`,
 conversations as JSON text: Arrow cannot hold the varying shapes of tool calls) and come back with
-``input_ids``, ``labels``, ``length`` and a ``status``. A conversation longer than ``max_length``
-loses its oldest exchanges first (counted as truncated); when even its last exchange does not fit,
-the row is skipped and counted, never cut in the middle of an assistant answer. Plain text for
-continued pretraining is split into ``max_length`` blocks instead.
+``input_ids``, ``labels``, ``length``, ``full_length`` and a ``status``. One rule for every method: a
+conversation longer than ``max_length`` loses its oldest exchanges first (counted as truncated);
+when even its last exchange does not fit, the row is skipped and counted, never cut in the middle of
+an answer. A preference row (dpo, rm) is two sequences, prompt + chosen and prompt + rejected, and
+both must fit; a GRPO/PPO prompt is measured with the generation prompt and must leave
+``grpo.max_completion_length`` tokens free for the completions sampled from it. The conversation as
+kept is written back to ``messages``, so trainers that tokenize rows themselves (TRL's DPO, KTO,
+reward and GRPO trainers) receive exactly what was measured and their own truncation never acts.
+Plain text for continued pretraining is split into ``max_length`` blocks instead.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from typing import Any
 from gym.data.example import Example
 from gym.data.templates import IGNORE_INDEX, assistant_spans
 from gym.data.templates.masks import encode_texts, labels_for_encoding
+from gym.data.templates.render import render_chat
 
 OK, TRUNCATED = "ok", "truncated (oldest turns dropped)"
 TOO_LONG = "longer than max_length"
+TOO_LONG_PROMPT = "prompt longer than max_length minus grpo.max_completion_length"
+SKIPPED = (TOO_LONG, TOO_LONG_PROMPT)
 NO_LOSS = "no assistant tokens to learn from"
 TEMPLATE_FAILED = "chat template failed to render"
 KEPT = (OK, TRUNCATED, "split into blocks")
@@ -54,107 +62,190 @@ class TokenizeSettings:
     template: str  # Jinja text
     end_of_turn: str
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Tokens kept free for what the model generates during training (GRPO/PPO rollouts): prompts are
+    # measured with the generation prompt and must fit in max_length minus this.
+    reserve: int = 0
+
+    @property
+    def generation(self) -> bool:
+        """Whether rows are prompts the trainer completes (measured with the generation prompt)."""
+        return self.method in PROMPT_METHODS
+
+    @property
+    def limit(self) -> int:
+        return self.max_length - self.reserve
+
+
+PROMPT_METHODS = ("grpo", "ppo")
+PAIRED_METHODS = ("dpo", "rm")  # trained on both answers: both sequences must fit
+# What a row measured against max_length is: the Rust encoding and assistant spans of its first
+# sequence (prompt + chosen answer for preference rows), and the length of its longest sequence.
+Measured = tuple[Any, list[tuple[int, int]], int]
 
 
 def _exchange_starts(messages: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if m["role"] == "user"]
 
 
+@dataclass
+class _Shape:
+    """How one row is measured: the conversation that may lose its oldest exchanges, and what it must hold.
+
+    ``endings`` are appended to the conversation for each sequence the trainer will see: a preference
+    row is two sequences (prompt + chosen, prompt + rejected) and both must fit; other rows are one.
+    ``tail`` is kept in the stored conversation but not measured: the reference answer of an SFT row
+    used as a GRPO/PPO prompt, which the trainer reads as a reward target and never tokenizes.
+    """
+
+    head: list[dict[str, Any]]
+    body: list[dict[str, Any]]
+    endings: list[list[dict[str, Any]]]
+    tail: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+    @classmethod
+    def of(cls, row: dict[str, Any], settings: TokenizeSettings) -> _Shape:
+        messages = json.loads(row["messages"])
+        tail: list[dict[str, Any]] = []
+        if settings.generation and messages and messages[-1]["role"] == "assistant":
+            messages, tail = messages[:-1], messages[-1:]
+        answers = ("chosen", "rejected") if settings.method in PAIRED_METHODS else ("chosen",)
+        endings = [[json.loads(row[key])] for key in answers if row.get(key)] or [[]]
+        head = [m for m in messages[:1] if m["role"] == "system"]
+        return cls(head, messages[len(head) :], endings, tail, json.loads(row["tools"]) or None)
+
+    @property
+    def starts(self) -> list[int]:
+        return _exchange_starts(self.body)
+
+    def sequences(self, start: int) -> list[list[dict[str, Any]]]:
+        prompt = self.head + self.body[start:]
+        return [prompt + ending for ending in self.endings]
+
+    def kept(self, start: int) -> list[dict[str, Any]]:
+        """The stored conversation once the exchanges before ``start`` are dropped."""
+        return self.head + self.body[start:] + self.tail
+
+
+def _measure(
+    tokenizer: Any, items: list[tuple[_Shape, int]], settings: TokenizeSettings
+) -> list[Measured | str]:
+    """Each (shape, start) rendered and tokenized, every sequence of every row in one tokenizer call."""
+    plans: list[list[tuple[str, list[tuple[int, int]]]] | str] = []
+    texts: list[str] = []
+    for shape, start in items:
+        rendered = [
+            _render(tokenizer, sequence, shape.tools, settings) for sequence in shape.sequences(start)
+        ]
+        failed = next((item for item in rendered if isinstance(item, str)), None)
+        if failed is not None:
+            plans.append(failed)
+            continue
+        plans.append(rendered)  # type: ignore[arg-type]
+        texts.extend(text for text, _ in rendered)  # type: ignore[misc]
+    encodings = encode_texts(tokenizer, texts)
+    results: list[Measured | str] = []
+    position = 0
+    for plan in plans:
+        if isinstance(plan, str):
+            results.append(plan)
+            continue
+        sequences = encodings[position : position + len(plan)]
+        position += len(plan)
+        results.append((sequences[0], plan[0][1], max(len(sequence) for sequence in sequences)))
+    return results
+
+
 class _Fit:
-    """The search for one over-long conversation's longest suffix of whole exchanges that fits.
+    """The search for one over-long row's longest suffix of whole exchanges that fits.
 
     The last exchange alone is tried first (most over-long rows stop there); otherwise a binary search
     finds the fewest oldest exchanges to drop, so a long conversation costs O(log turns) renders
-    rather than one per turn. :func:`_fit_conversations` runs the searches of many rows in lockstep,
-    so each round tokenizes its candidates in one batch call, and labels only the winner.
+    rather than one per turn. :func:`_fit_rows` runs the searches of many rows in lockstep, so each
+    round tokenizes its candidates in one batch call, and labels only the winner.
     """
 
-    def __init__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
-        self.head = [m for m in messages[:1] if m["role"] == "system"]
-        self.body = messages[len(self.head) :]
-        self.tools = tools
-        self.starts = _exchange_starts(self.body)
-        self.best: tuple[Any, list[tuple[int, int]]] | None = None  # (encoding, assistant spans)
+    def __init__(self, shape: _Shape) -> None:
+        self.shape = shape
+        self.starts = shape.starts
+        self.best: tuple[Measured, int] | None = None
         self.status = TOO_LONG
         self.low, self.high = 1, len(self.starts) - 1  # the answer lies in [low, high]
         self.next: int | None = len(self.starts) - 1 if len(self.starts) >= 2 else None
 
-    def candidate(self) -> list[dict[str, Any]]:
+    @property
+    def start(self) -> int:
         assert self.next is not None
-        return self.head + self.body[self.starts[self.next] :]
+        return self.starts[self.next]
 
-    def record(self, result: tuple[Any, list[tuple[int, int]]] | str) -> None:
-        """The outcome of trying ``self.next``: its encoding and spans, or why it does not fit."""
+    def record(self, result: Measured | str) -> None:
+        """The outcome of trying ``self.next``: its measurement, or why it does not fit."""
         if self.best is None:  # the first try: the last exchange alone
             if isinstance(result, str):
                 self.status, self.next = result, None
                 return
-            self.best, self.status = result, TRUNCATED
+            self.best, self.status = (result, self.start), TRUNCATED
         elif isinstance(result, str):
             self.low = (self.next or 0) + 1
         else:
-            self.best, self.high = result, self.next
+            self.best, self.high = (result, self.start), self.next
         self.next = (self.low + self.high) // 2 if self.low < self.high else None
 
-    def result(self) -> tuple[Any, Any, str]:
+    def result(self) -> tuple[Any, Any, str, int]:
+        """(ids, labels, status, start of the kept exchanges)."""
         if self.best is None:
-            return [], [], self.status
-        ids, labels = labels_for_encoding(*self.best)
-        return ids, labels, self.status
+            return [], [], self.status, 0
+        (encoding, spans, _), start = self.best
+        ids, labels = labels_for_encoding(encoding, spans)
+        return ids, labels, self.status, start
 
 
-def _fit_conversations(
-    tokenizer: Any,
-    conversations: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]],
-    settings: TokenizeSettings,
-) -> list[tuple[list[int], list[int], str]]:
-    """Tokens of the longest suffix of whole exchanges that fits ``max_length`` (system kept), per row.
+def _fit_rows(
+    tokenizer: Any, shapes: list[_Shape], settings: TokenizeSettings, too_long: str
+) -> list[tuple[list[int], list[int], str, int]]:
+    """Tokens of the longest suffix of whole exchanges whose every sequence fits, per row (system kept).
 
     Called only for rows already known to be too long whole; see :class:`_Fit`.
     """
-    fits = [_Fit(messages, tools) for messages, tools in conversations]
+    fits = [_Fit(shape) for shape in shapes]
     while todo := [fit for fit in fits if fit.next is not None]:
-        rendered = [_render_spans(tokenizer, fit.candidate(), fit.tools, settings) for fit in todo]
-        encodings = iter(encode_texts(tokenizer, [item[0] for item in rendered if not isinstance(item, str)]))
-        for fit, item in zip(todo, rendered, strict=True):
-            if isinstance(item, str):
-                fit.record(item)
-                continue
-            encoding = next(encodings)
-            fit.record((encoding, item[1]) if len(encoding) <= settings.max_length else TOO_LONG)
-    return [fit.result() for fit in fits]
+        measured = _measure(tokenizer, [(fit.shape, fit.start) for fit in todo], settings)
+        for fit, item in zip(todo, measured, strict=True):
+            fit.record(item if isinstance(item, str) or item[2] <= settings.limit else too_long)
+    results = [fit.result() for fit in fits]
+    return [
+        (ids, labels, too_long if status == TOO_LONG else status, start)
+        for ids, labels, status, start in results
+    ]
 
 
-def _fit_conversation(
-    tokenizer: Any,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    settings: TokenizeSettings,
-) -> tuple[list[int], list[int], str]:
-    """:func:`_fit_conversations` for one row."""
-    return _fit_conversations(tokenizer, [(messages, tools)], settings)[0]
-
-
-def _render_spans(
+def _render(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     settings: TokenizeSettings,
 ) -> tuple[str, list[tuple[int, int]]] | str:
-    """The rendered text and assistant spans, or the failure status when the template rejects it."""
+    """The rendered text and assistant spans, or the failure status when the template rejects it.
+
+    Prompts for generation (GRPO/PPO) are rendered as the trainer renders them, with the generation
+    prompt, and carry no spans: nothing in them is trained on.
+    """
     try:
+        if settings.generation:
+            text = render_chat(
+                tokenizer,
+                messages,
+                settings.template,
+                tools,
+                add_generation_prompt=True,
+                **settings.template_kwargs,
+            )
+            return text, []
         return assistant_spans(
             tokenizer, messages, settings.template, tools, settings.end_of_turn, **settings.template_kwargs
         )
     except Exception as error:  # a template that rejects the conversation (role order, content type...)
         return f"{TEMPLATE_FAILED}: {str(error)[:120]}"
-
-
-def _conversation(row: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    messages = json.loads(row["messages"])
-    if row["chosen"]:  # preference rows: measured and previewed as prompt + chosen answer
-        messages = [*messages, json.loads(row["chosen"])]
-    return messages, json.loads(row["tools"]) or None
 
 
 def _text_blocks(ids: list[int], tokenizer: Any, max_length: int) -> list[dict[str, Any]]:
@@ -186,31 +277,35 @@ def tokenize_rows(
     """Tokenized results for each row (text may become several blocks; a skipped row has a bad status).
 
     All rows of a batch go through one fast-tokenizer call (Rust, multi-threaded); only rows longer
-    than ``max_length`` take the slow path that re-renders them without their oldest exchanges.
+    than the limit take the slow path that re-renders them without their oldest exchanges. Every
+    result carries ``full_length``, the row's longest sequence before any exchange was dropped (what
+    ``max_length`` would have to be to keep it whole), and ``messages``, the conversation as kept.
     """
     if settings.method == "pt":
         encoded = tokenizer([row["text"] for row in rows], add_special_tokens=False)["input_ids"]
         return [_text_blocks(ids, tokenizer, settings.max_length) for ids in encoded]
-    conversations = [_conversation(row) for row in rows]
-    rendered = [_render_spans(tokenizer, messages, tools, settings) for messages, tools in conversations]
-    encodings = iter(encode_texts(tokenizer, [item[0] for item in rendered if not isinstance(item, str)]))
+    too_long = TOO_LONG_PROMPT if settings.generation else TOO_LONG
+    shapes = [_Shape.of(row, settings) for row in rows]
+    whole = _measure(tokenizer, [(shape, 0) for shape in shapes], settings)
     results: list[list[dict[str, Any]]] = []
     over_long: list[int] = []  # rows to fit by dropping their oldest exchanges, all together at the end
-    for number, (row, item) in enumerate(zip(rows, rendered, strict=True)):
+    for number, (shape, item) in enumerate(zip(shapes, whole, strict=True)):
         if isinstance(item, str):
-            results.append([{"input_ids": [], "labels": [], "status": item}])
+            results.append([{"input_ids": [], "labels": [], "status": item, "full_length": 0}])
             continue
-        encoding = next(encodings)
-        if len(encoding) <= settings.max_length:
-            results.append([_with_status(*labels_for_encoding(encoding, item[1]), OK, settings.method)])
-        elif len(_exchange_starts(json.loads(row["messages"]))) < 2:
-            results.append([_with_status([], [], TOO_LONG, settings.method)])  # nothing older to drop
+        encoding, spans, longest = item
+        if longest <= settings.limit:
+            result = _with_status(*labels_for_encoding(encoding, spans), OK, settings.method)
+        elif len(shape.starts) < 2:
+            result = _with_status([], [], too_long, settings.method)  # nothing older to drop
         else:
-            results.append([])
             over_long.append(number)
-    fitted = _fit_conversations(tokenizer, [conversations[number] for number in over_long], settings)
-    for number, (ids, labels, status) in zip(over_long, fitted, strict=True):
-        results[number].append(_with_status(ids, labels, status, settings.method))
+            result = {}
+        results.append([{**result, "full_length": longest}])
+    fitted = _fit_rows(tokenizer, [shapes[number] for number in over_long], settings, too_long)
+    for number, (ids, labels, status, start) in zip(over_long, fitted, strict=True):
+        kept = {"messages": json.dumps(shapes[number].kept(start), ensure_ascii=False)} if len(ids) else {}
+        results[number][0].update(_with_status(ids, labels, status, settings.method), **kept)
     return results
 
 
@@ -225,15 +320,16 @@ def tokenize_batch(
 
     names = list(batch)
     rows = [{name: batch[name][position] for name in names} for position in range(len(batch[names[0]]))]
-    columns = [*names, "input_ids", "labels", "length", "loss_tokens", "status"]
-    out: dict[str, list[Any]] = {name: [] for name in columns}
+    columns = [*names, "input_ids", "labels", "length", "full_length", "loss_tokens", "status"]
+    out: dict[str, list[Any]] = {name: [] for name in dict.fromkeys(columns)}
     for row, results in zip(rows, tokenize_rows(tokenizer, rows, settings), strict=True):
         for result in results:
             for name in names:
-                out[name].append(row[name])
+                out[name].append(result.get(name, row[name]))  # ``messages``: as kept after fitting
             out["input_ids"].append(np.asarray(result["input_ids"], dtype=np.int32))  # one Arrow type for all
             out["labels"].append(np.asarray(result["labels"], dtype=np.int32))
             out["length"].append(len(result["input_ids"]))
+            out["full_length"].append(result.get("full_length", len(result["input_ids"])))
             out["loss_tokens"].append(_loss_tokens(result["labels"]))
             out["status"].append(result["status"])
     return out

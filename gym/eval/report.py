@@ -10,6 +10,7 @@ comment, job summary) reads it through :class:`EvalReport`::
       "lm_eval_version": "0.4.x",
       "num_fewshot": 5, "limit": 0, "batch_size": 8,
       "wall_seconds": {"tuned": 12.3, "base": 11.9},
+      "training_data": {"rows_read": 999, "rows_trained": 195, ...},  # train_results.json "data"
       "results": [
         {"task": "gym_reverse", "source": "gym", "metric": "exact_match", "filter": "none",
          "value": 0.35, "stderr": 0.04, "samples": 100, "base_value": 0.0, "delta": 0.35,
@@ -69,6 +70,8 @@ class EvalReport:
     limit: int = 0
     batch_size: int | None = None
     wall_seconds: dict[str, float] = field(default_factory=dict)
+    # What happened to the training rows (train_results.json "data"): shown under the table.
+    training_data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -159,6 +162,14 @@ def results_table_markdown(report: EvalReport) -> str:
 
     align = ["---", "---", "---:", *["---:"] * (len(header) - 3)]
     return "\n".join([line(header), "| " + " | ".join(align) + " |", *(line(r) for r in rows)]) + "\n"
+
+
+def training_data_markdown(data: dict[str, Any]) -> str:
+    """One line on the training rows (read, trained, truncated, skipped, p95 length), or '' without data."""
+    from gym.data.report import summary_text
+
+    text = summary_text(data)
+    return f"**Training data:** {text}.\n" if text else ""
 
 
 def results_table_rich(report: EvalReport) -> Any:

@@ -92,7 +92,19 @@ def evaluate(
         limit=config.eval.limit,
         batch_size=config.eval.batch_size,
         wall_seconds=wall,
+        training_data=_training_data(tuned_path),
     )
+
+
+def _training_data(folder: Path) -> dict:
+    """The row accounting the training run wrote beside the weights (train_results.json), if any."""
+    import json
+
+    try:
+        data = json.loads((folder / "train_results.json").read_text(encoding="utf-8")).get("data")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def held_out(model_dir: Path, *, with_base: bool) -> list[TaskScore]:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gym.data.report import summary_text
 from gym.eval.report import EvalReport, TaskScore, fmt, results_table_markdown
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ def _training_section(train: dict[str, Any]) -> str:
         ("final loss", fmt(train.get("final_loss"))),
         ("trainable parameters", params),
         *_held_out_rows(train.get("eval")),
+        ("training data", summary_text(train.get("data") or {}) or None),
     ]
     return "| | |\n|---|---|\n" + "".join(f"| {k} | {'—' if v is None else v} |\n" for k, v in rows)
 

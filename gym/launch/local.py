@@ -54,14 +54,18 @@ def write_state(folder: Path, state: dict[str, Any]) -> None:
 
 
 def stage_train(config: GymConfig) -> StageOutcome:
+    from gym.data.report import summary_text
     from gym.train.runner import run_training
 
     result = run_training(config)
     return StageOutcome(
         "done",
-        f"{result.steps} steps, {result.tokens_per_second:,.0f} tok/s, final loss {result.final_loss:.4f}"
-        if result.final_loss is not None
-        else f"{result.steps} steps",
+        (
+            f"{result.steps} steps, {result.tokens_per_second:,.0f} tok/s, final loss {result.final_loss:.4f}"
+            if result.final_loss is not None
+            else f"{result.steps} steps"
+        )
+        + (f"; {summary_text(result.data)}" if result.data else ""),
         {"model": result.output_dir, "train_results": str(config.output_path / "train_results.json")},
     )
 

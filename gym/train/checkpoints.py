@@ -47,18 +47,21 @@ class ResumeError(Exception):
     """``train.resume`` names something that cannot be resumed from."""
 
 
-def training_fingerprint(config: Any) -> str:
+def training_fingerprint(config: Any, data: str = "") -> str:
     """Hash of everything that shapes the weights: model, data and training settings.
 
-    A checkpoint resumes only a run with the same fingerprint, so editing the learning rate or the
-    data never silently continues from weights trained another way; extending ``max_steps`` does resume.
+    ``data`` is the content hash of the prepared rows (:attr:`PreparedData.fingerprint`: the data files'
+    bytes, tokenizer, template and lengths), so editing ``train.jsonl`` in place changes it as surely as
+    editing the config. A checkpoint resumes only a run with the same fingerprint, so editing the
+    learning rate or the data never silently continues from weights trained another way; extending
+    ``max_steps`` does resume.
     """
     import hashlib
 
     train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
     blob = json.dumps(
         {"model": config.model.model_dump(mode="json"), "datasets": [d.model_dump(mode="json") for d in config.datasets],
-         "train": train},
+         "train": train, "data": data},
         sort_keys=True,
     )  # fmt: skip
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

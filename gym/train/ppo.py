@@ -60,6 +60,7 @@ class PPOTrainer:
         set_seed(config.train.seed)
         self.tokenizer = ctx.tokenizer
         self.prompts = prompts_from_rows(ctx.data.train)
+        self.data_fingerprint = ctx.data.fingerprint  # marks checkpoints as the runner's resume expects
         self.eval_prompts = prompts_from_rows(ctx.data.eval) if ctx.has_eval else []
         device = self.accelerator.device
         first = self.prompts[0]

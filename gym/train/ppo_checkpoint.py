@@ -72,7 +72,9 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
     torch.save(trainer.scheduler.state_dict(), folder / SCHEDULER)
     torch.save(rng_state(), folder / RNG)
     trainer.state.save_to_json(str(folder / STATE))
-    write_marker(folder, trainer.state.global_step, training_fingerprint(trainer.config))
+    write_marker(
+        folder, trainer.state.global_step, training_fingerprint(trainer.config, trainer.data_fingerprint)
+    )
     prune(folder.parent, trainer.args.save_total_limit)
     return folder
 

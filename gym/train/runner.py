@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ class TrainResult:
     eval: dict[str, Any] | None = None  # held-out rows (datasets.eval_fraction): see gym.train.history
     already_trained: bool = False  # a rerun of a finished run: nothing was trained or written
     restored_only: bool = False  # the last checkpoint was the planned step: the result was written from it
+    data: dict = field(default_factory=dict)  # rows read, trained, truncated, skipped; p95 length
 
 
 def hardware() -> str:
@@ -136,8 +137,11 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)
+    _note(f"data: {data.summary_line()}")
 
-    fingerprint = training_fingerprint(config)  # marks the checkpoints written and picks the one resumed
+    # Marks the checkpoints written and picks the one resumed; the data's content hash (the prepared
+    # cache key) is part of it, so an edited train.jsonl never resumes a checkpoint of the old rows.
+    fingerprint = training_fingerprint(config, data.fingerprint)
     done = finished_run(config, fingerprint)
     if done is not None:
         return replace(
@@ -257,6 +261,7 @@ def save_outputs(
         resumed_from=str(resume) if resume is not None else None,
         hardware=hardware(),
         train_rows=len(data.train),
+        data=data.summary(),
         eval=eval_summary(history, len(data.eval) if data.eval is not None else 0),
     )
     # A method whose numbers are not the Trainer's (training-free GRPO: requests and tokens, no weights)

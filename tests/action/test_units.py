@@ -160,3 +160,20 @@ def test_price_summary_bounds_the_cost() -> None:
         PriceEstimate(low=1.0, high=1.0).summary(1)
         == "≈ $1.00/h for 1 node (cheapest cached offer per candidate)"
     )
+
+
+def test_comment_shows_what_happened_to_the_training_rows() -> None:
+    data = {"rows_read": 999, "rows_trained": 195, "rows_truncated": 0, "rows_skipped": 804,
+            "skipped_share": 0.8048, "rows_bad": 1, "length_p95": 1451, "max_length": 128}  # fmt: skip
+    outcome = ConfigOutcome(
+        path="gym.toml",
+        mode="launch",
+        reason="push to the default branch",
+        launch=LaunchOutcome(job_id="7", detail="done", results={**RESULTS, "training_data": data}),
+    )
+    body = render(outcome)
+    assert "| gym_reverse | exact_match |" in body
+    assert (
+        "**Training data:** 999 rows read: 195 trained, 0 truncated (oldest turns dropped), 804 skipped as too "
+        "long (80.5%), 1 bad; p95 length 1,451 tokens vs max_length 128." in body
+    )

@@ -254,7 +254,8 @@ def test_bad_json_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.jsonl"
     path.write_text('{"text": "ok"}\n{"text": "no end\n{"text": "ok"}\n', encoding="utf-8")
     with pytest.raises(
-        DataError, match=r"dataset 'broken'.*broken\.jsonl is not valid JSON Lines: line 2 is broken"
+        DataError,
+        match=r"dataset 'broken'.*1 of 3 rows are bad.*broken\.jsonl row 1: broken JSON line \(line 2: ",
     ):
         load(tmp_path, path="broken.jsonl", format="text")
 

@@ -88,7 +88,7 @@ def test_overlong_conversations_lose_oldest_turns_never_half_an_answer(tmp_path:
         _chat("q", "a " * 400),  # a single exchange that cannot fit
         _chat("short", "fine"),
     ]
-    config = _config(tmp_path, rows, max_length=64)
+    config = _config(tmp_path, rows, max_length=64, extra="max_skipped_fraction = 0.5")
     tokenizer = load_tokenizer(config)
     prepared = prepare_data(config, tokenizer)
     statuses = dict(zip(prepared.train["index"], prepared.train["status"], strict=True))

@@ -55,7 +55,10 @@ def model_dir(tmp_path: Path) -> Path:
     (folder / "adapter_config.json").write_text("{}")
     train = {"method": "sft", "adapter": "lora", "steps": 120, "tokens": 51234, "wall_seconds": 93.5,
              "hardware": "CPU (2 cores, x86_64)", "final_loss": 0.83, "trainable_parameters": 8192,
-             "total_parameters": 664704}  # fmt: skip
+             "total_parameters": 664704,
+             "data": {"rows_read": 999, "rows_trained": 195, "rows_held_out": 0, "rows_truncated": 3,
+                      "rows_skipped": 804, "skipped_share": 0.8048, "rows_bad": 0, "length_p95": 1451,
+                      "max_length": 128, "length_limit": 128}}  # fmt: skip
     (folder / "train_results.json").write_text(json.dumps(train))
     return folder
 
@@ -87,6 +90,10 @@ def test_card_round_trips_through_huggingface_hub(model_dir: Path) -> None:
     assert results_table_markdown(report) in card.text
     assert "| steps | 120 |" in card.text and "| hardware | CPU (2 cores, x86_64) |" in card.text
     assert "+0.0300" in card.text
+    assert (
+        "| training data | 999 rows read: 195 trained, 3 truncated (oldest turns dropped), "
+        "804 skipped as too long (80.5%), 0 bad; p95 length 1,451 tokens vs max_length 128 |" in card.text
+    )
 
 
 def test_eval_results_files_follow_the_hub_format(model_dir: Path) -> None:

@@ -40,6 +40,8 @@ def test_real_world_example_trains_offline_with_stand_ins(
         "--output_dir", str(tmp_path / "out"),
         "--max_steps", "3", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
         "--cutoff_len", "512", "--set", "datasets.0.max_bad_fraction=1.0", "--set", "train.report_to=[]",
+        # builtin:tiny's tokenizer spends about a token per character: 44% of the rows exceed 512 tokens
+        "--set", "datasets.0.max_skipped_fraction=0.5",
     ]  # fmt: skip
     config = config_from_args(REPO / "examples" / "qwen3-alpaca" / "gym.toml", stand_ins)
     tokenizer = load_tokenizer(config)

@@ -48,6 +48,10 @@ def test_launch_runs_every_stage_then_skips_then_force_reruns(quickstart: Path) 
     results = json.loads((out / "eval_results.json").read_text())
     assert results["results"][0]["task"] == "gym_reverse" and results["base_model"]
     assert "gym_reverse" in first.output and "tuned" in first.output
+    data = json.loads((out / "train_results.json").read_text())["data"]
+    assert results["training_data"] == data and data["rows_trained"] > 0  # the rows, in card and PR alike
+    assert "| training data | " in (out / "README.md").read_text()
+    assert " rows read: " in first.output  # the launch summary says what happened to the rows
 
     stamp = (out / "model.safetensors").stat().st_mtime_ns
     second = runner.invoke(app, ["launch", str(quickstart), *FAST])

@@ -227,7 +227,7 @@ def test_grpo_without_a_usable_reward_fails_before_training_with_one_sentence(tm
 
     from gym.cli import app
 
-    extra = "[train.grpo]\ngroup_size = 2\nreward = ['no_such_module:score']\n"
+    extra = "[train.grpo]\ngroup_size = 2\nmax_completion_length = 8\nreward = ['no_such_module:score']\n"
     config = _config(tmp_path, "grpo", prompt_rows(), "prompt", steps=1, extra=extra)
     with pytest.raises(ValueError, match="module 'no_such_module' was not found"):
         run_training(config, show_progress=False)

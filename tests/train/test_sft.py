@@ -173,16 +173,19 @@ def test_bad_inputs_are_one_sentence(tmp_path: Path) -> None:
 
 
 def test_checkpoints_of_another_configuration_are_not_resumed(tmp_path: Path) -> None:
+    from gym.data.prepare import prepare_data
+    from gym.model.loading import load_tokenizer
     from gym.train.checkpoints import resume_point, training_fingerprint
 
     first = load_config(_write(tmp_path, steps=4, save_steps=2))
     run_training(first, show_progress=False)
     folder = tmp_path / "out" / "checkpoints"
+    data = prepare_data(first, load_tokenizer(first)).fingerprint  # the data's content hash
     longer = first.model_copy(update={"train": first.train.model_copy(update={"max_steps": 8})})
-    assert resume_point(folder, "auto", training_fingerprint(longer)) == folder / "checkpoint-4"
+    assert resume_point(folder, "auto", training_fingerprint(longer, data)) == folder / "checkpoint-4"
     changed = first.model_copy(update={"train": first.train.model_copy(update={"learning_rate": 1e-4})})
     warnings: list[str] = []
-    assert resume_point(folder, "auto", training_fingerprint(changed), warn=warnings.append) is None
+    assert resume_point(folder, "auto", training_fingerprint(changed, data), warn=warnings.append) is None
     assert "other model, data or training settings" in warnings[0]
 
 
