@@ -270,9 +270,12 @@ def load_model(config: GymConfig, *, for_training: bool = True) -> Any:
     ``for_training`` leaves the model in train mode with the KV cache off (it only costs memory during
     training and conflicts with gradient checkpointing); otherwise the model is in eval mode.
     """
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    model = from_pretrained(AutoModelForCausalLM, config, **load_kwargs(config))
+    from gym.model.vision import is_vision_model
+
+    loader = AutoModelForImageTextToText if is_vision_model(config) else AutoModelForCausalLM
+    model = from_pretrained(loader, config, **load_kwargs(config))
     if for_training:
         model.config.use_cache = False
         model.train()

@@ -187,6 +187,9 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     if trainer.accelerator.is_main_process:
         trainer.save_model(str(output))
         tokenizer.save_pretrained(str(output))
+        from gym.model.vision import save_processor
+
+        save_processor(config, tokenizer, output)
         write_resolved_config(config, output)
         record = {**asdict(result), **overrides}
         (output / RESULTS).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
