@@ -40,7 +40,9 @@ def colour_test_rows(root: Path | None = None) -> tuple[Path, list[dict[str, Any
     return final, rows
 
 
-def generate_answer(model: Any, processor: Any, tokenizer: Any, messages: list[dict], images: list[Any]) -> str:
+def generate_answer(
+    model: Any, processor: Any, tokenizer: Any, messages: list[dict], images: list[Any]
+) -> str:
     """Greedy answer to ``messages`` (``<image>`` markers in the text) with ``images``."""
     import torch
 

@@ -126,11 +126,25 @@ def image_token_counts(processor: Any, sizes: list[tuple[int, int]]) -> list[int
     if not sizes:
         return []
     counter = getattr(processor, "_get_num_multimodal_tokens", None)
-    if counter is None:
-        from gym.model.loading import ModelError
+    try:
+        return [int(n) for n in counter(image_sizes=[list(s) for s in sizes]).num_image_tokens]  # type: ignore[misc]
+    except (TypeError, KeyError, AttributeError, ValueError):
+        # Some processors' counters assume one image processor (LLaVA's reads CLIP's crop_size, which a
+        # SigLIP tower has not): ask the processor itself how it expands a blank image of that size.
+        return [_measured_count(processor, size) for size in sizes]
 
-        raise ModelError(f"{type(processor).__name__} cannot say how many tokens an image costs")
-    return [int(n) for n in counter(image_sizes=[list(s) for s in sizes]).num_image_tokens]
+
+def _measured_count(processor: Any, size: tuple[int, int]) -> int:
+    cache = processor.__dict__.setdefault("_gym_image_tokens", {})
+    if size not in cache:
+        from PIL import Image
+
+        token = image_token(processor)
+        blank = Image.new("RGB", (size[1], size[0]))
+        ids = processor(text=[token], images=[blank], return_tensors="np")["input_ids"][0]
+        token_id = processor.tokenizer.convert_tokens_to_ids(token)
+        cache[size] = int(sum(1 for t in ids if t == token_id))
+    return cache[size]
 
 
 def max_image_pixels(processor: Any) -> int | None:

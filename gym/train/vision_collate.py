@@ -28,7 +28,20 @@ class VisionCollator:
         paths = [path for row in rows for path in (row.get("images") or [])]
         if paths:
             batch.update(pixel_inputs(self.processor, [open_image(path) for path in paths]))
+        if "mm_token_type_ids" in getattr(self.processor, "model_input_names", ()):
+            batch["mm_token_type_ids"] = mm_token_type_ids(batch["input_ids"], image_token_id(self.processor))
         return batch
+
+
+def image_token_id(processor: Any) -> int:
+    from gym.model.vision import image_token
+
+    return int(processor.tokenizer.convert_tokens_to_ids(image_token(processor)))
+
+
+def mm_token_type_ids(input_ids: Any, image_id: int) -> Any:
+    """1 where an image token is, else 0: what M-RoPE models (Qwen2-VL and later) need beside the ids."""
+    return (input_ids == image_id).long()
 
 
 def has_images(dataset: Any) -> bool:
