@@ -132,8 +132,8 @@ class VisionBackend(TokenizerPrompts):
         """Ids with each image's tokens expanded, plus the processor's pixel tensors."""
         import torch
 
-        from gym.data.vision import expand_row
         from gym.data.report import BadRow
+        from gym.data.vision import expand_row
         from gym.model.vision import image_token_counts, image_token_id, pixel_inputs
 
         ids = prompt_ids
