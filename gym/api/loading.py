@@ -101,6 +101,10 @@ def load_model_and_tokenizer(
 
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     quantized = checkpoint_quantization(source.base)
+    if quantized in ("gptq", "awq"):
+        from gym.model.quantize_export import gptqmodel_environment
+
+        gptqmodel_environment()
     placement = {"device_map": {"": device}} if quantized else {}  # packed weights are placed when loaded
     model = AutoModelForCausalLM.from_pretrained(source.base, dtype=torch_dtype, **placement)
     if source.adapter:

@@ -146,6 +146,16 @@ def from_pretrained(loader: Any, config: GymConfig, **kwargs: Any) -> Any:
         raise ModelError(
             f"could not load model '{config.model.name_or_path}' from {source}: {first_line(error)}"
         ) from error
+    except Exception as error:
+        if not type(error).__module__.startswith("safetensors"):
+            raise
+        from pathlib import Path
+
+        files = ", ".join(str(p) for p in sorted(Path(source).glob("*.safetensors"))) or source
+        raise ModelError(
+            f"could not load model '{config.model.name_or_path}': the weights file {files} is corrupt or "
+            f"truncated ({first_line(error)}); download or export it again"
+        ) from error
 
 
 def load_tokenizer(config: GymConfig) -> Any:
@@ -202,6 +212,10 @@ def effective_quantization(config: GymConfig) -> str:
 
 def require_packages(quantization: str, config: GymConfig) -> None:
     """Fail with one sentence when a package the quantization needs cannot be imported."""
+    if quantization in ("gptq", "awq"):
+        from gym.model.quantize_export import gptqmodel_environment
+
+        gptqmodel_environment()  # before GPTQModel is imported (it would set HF_HOME itself)
     for package, hint in QUANTIZATION_PACKAGES.get(quantization, ()):
         try:
             importlib.import_module(package)
