@@ -10,6 +10,7 @@ load is never left looking finished.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -82,11 +83,15 @@ def quantize_folder(merged: Path, target: Path, method: str, rows: list[dict[str
     else:
         settings = QuantizeConfig(bits=4, group_size=size)
         backend = BACKEND.AUTO
+    merged, target = merged.resolve(), target.resolve()
     staging = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
-    model = GPTQModel.load(str(merged), settings)
-    model.quantize(rows, batch_size=4, backend=backend)
-    model.save(str(staging))
+    logs = gym_cache_home() / "gptqmodel-logs"  # GPTQModel writes logs/ into the working directory
+    logs.mkdir(parents=True, exist_ok=True)
+    with contextlib.chdir(logs):
+        model = GPTQModel.load(str(merged), settings)
+        model.quantize(rows, batch_size=4, backend=backend)
+        model.save(str(staging))
     for name in merged.iterdir():  # tokenizer, chat template, card: everything the weights do not replace
         if name.is_file() and not (staging / name.name).exists():
             shutil.copy2(name, staging / name.name)
