@@ -16,8 +16,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
-from gym.train.vision_collate import has_images
 from gym.train.registry import TrainContext, register_trainer
+from gym.train.vision_collate import has_images
 
 if TYPE_CHECKING:
     from datasets import Dataset
