@@ -50,6 +50,7 @@ def evaluate(
     from gym.eval.vision_tasks import VISION_TASKS
 
     vision = [entry for entry in config.eval.tasks if entry in VISION_TASKS]
+    _require_vision_model(vision, config)  # before any model is loaded
     specs = [resolve_spec(entry, config) for entry in config.eval.tasks if entry not in VISION_TASKS]
     manager, loaded = load_tasks(specs) if specs else (None, [])
 
@@ -192,18 +193,32 @@ def _run_vision(model: Any, tokenizer: Any, names: list[str], config: GymConfig)
         return []
     from gym.eval.vision_tasks import VISION_TASKS
     from gym.model.loading import ModelError
-    from gym.model.vision import is_vision_model, load_processor
+    from gym.model.vision import load_processor
 
+    _require_vision_model(names, config)
     try:
-        if not is_vision_model(config):
-            raise EvalError(
-                f"eval task {names[0]} shows the model images, but '{config.model.name_or_path}' is a "
-                "text-only model; use it with a vision-language model (e.g. builtin:tiny-vl)"
-            )
         processor = load_processor(config, tokenizer)
     except ModelError as error:
         raise EvalError(str(error)) from error
     return [VISION_TASKS[name](model, processor, tokenizer, config.eval.limit or None) for name in names]
+
+
+def _require_vision_model(names: list[str], config: GymConfig) -> None:
+    """An image task on a text-only base is one sentence, not a failure deep inside generation."""
+    if not names:
+        return
+    from gym.model.loading import ModelError
+    from gym.model.vision import is_vision_model
+
+    try:
+        vision = is_vision_model(config)
+    except ModelError as error:
+        raise EvalError(str(error)) from error
+    if not vision:
+        raise EvalError(
+            f"eval task {names[0]} shows the model images, but '{config.model.name_or_path}' is a "
+            "text-only model; use it with a vision-language model (e.g. builtin:tiny-vl)"
+        )
 
 
 def _number(value: Any) -> float | None:
