@@ -26,8 +26,11 @@ logger = logging.getLogger(__name__)
 QUANTIZATION_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "bnb-4bit": (("bitsandbytes", "pip install 'zoo-gym[qlora]'"),),
     "bnb-8bit": (("bitsandbytes", "pip install 'zoo-gym[qlora]'"),),
-    "gptq": (("optimum", "pip install optimum"), ("gptqmodel", "pip install gptqmodel")),
-    "awq": (("gptqmodel", "pip install gptqmodel"),),
+    "gptq": (
+        ("optimum", "pip install 'zoo-gym[quantize]'"),
+        ("gptqmodel", "pip install 'zoo-gym[quantize]'"),
+    ),
+    "awq": (("gptqmodel", "pip install 'zoo-gym[quantize]'"),),
 }
 # Hub ids are NAME or ORG/NAME; anything else that is not an existing folder is a missing local path.
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
