@@ -68,6 +68,13 @@ def quantize_folder(merged: Path, target: Path, method: str, rows: list[dict[str
     """Quantize the full-precision model in ``merged`` with ``method`` into ``target`` (4-bit)."""
     if method not in METHODS:
         raise QuantizeError(f"--quantize must be one of {', '.join(METHODS)}, got {method!r}")
+    from gym.api.vision import is_vision_folder
+
+    if is_vision_folder(str(merged)):
+        raise QuantizeError(
+            f"--quantize {method} handles text models only in this version of Gym; {merged} is a "
+            "vision-language model (export it with --merge and quantize it with its own tooling)"
+        )
     gptqmodel_environment()
     try:
         from gptqmodel import BACKEND, GPTQModel, QuantizeConfig
