@@ -99,6 +99,9 @@ class VisionBackend(TokenizerPrompts):
             self.eos_ids.add(tokenizer.eos_token_id)
         self._lock = threading.Lock()
         self._stats = Stats()
+        from gym.api.batching import _limit_cpu_threads
+
+        _limit_cpu_threads(model)  # as the batching engine: spinning OpenMP threads starve the event loop
 
     @classmethod
     def from_source(cls, source: ModelSource, device: str | None = None, **_: Any) -> VisionBackend:
