@@ -15,7 +15,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = Path(os.environ.get("GYM_FIXTURES_DIR") or REPO.parent / "shared" / "fixtures")
 
 VALID = """\
 [project]

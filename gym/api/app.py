@@ -129,17 +129,26 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     async def chat(body: ChatCompletionRequest):
         check_model(body.model)
         messages = [m.as_template_message() for m in body.messages]
+        images: list[Any] = []
+        if getattr(backend, "accepts_images", False):  # a VL model: image parts kept (gym/api/vision.py)
+            from gym.api.vision import split_images
+
+            try:
+                messages, images = split_images(body.messages)
+            except ValueError as error:
+                raise APIError(400, str(error), "invalid_request_error", "messages") from None
         if system_prompt:
             from gym.train.experiences import with_experiences
 
             messages = with_experiences(messages, system_prompt)
         try:
             prompt = backend.encode_chat(messages)
+            length = backend.check_images(prompt, images) if images else len(prompt)
         except ValueError as error:
             raise APIError(400, str(error), "invalid_request_error", "messages") from None
-        params = sampling(body, len(prompt), "messages")
-        meta = Meta("chatcmpl", "chat.completion", backend.model_id, len(prompt), body.n)
-        stream = backend.generate(prompt, params, n=body.n)
+        params = sampling(body, length, "messages")
+        meta = Meta("chatcmpl", "chat.completion", backend.model_id, length, body.n)
+        stream = backend.generate(prompt, params, n=body.n, **({"images": images} if images else {}))
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
             return StreamingResponse(

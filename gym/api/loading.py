@@ -97,14 +97,28 @@ def load_model_and_tokenizer(
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    from gym.model.quantized import checkpoint_quantization
+
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-    model = AutoModelForCausalLM.from_pretrained(source.base, dtype=torch_dtype)
+    quantized = checkpoint_quantization(source.base)
+    if quantized in ("gptq", "awq"):
+        from gym.model.quantize_export import gptqmodel_environment
+
+        gptqmodel_environment()
+    placement = {"device_map": {"": device}} if quantized else {}  # packed weights are placed when loaded
+    model = AutoModelForCausalLM.from_pretrained(source.base, dtype=torch_dtype, **placement)
     if source.adapter:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, source.adapter).merge_and_unload()
+        model = PeftModel.from_pretrained(model, source.adapter)
+        if quantized is None:
+            model = (
+                model.merge_and_unload()
+            )  # plain weights: merged for speed; a quantized base keeps it apart
     tokenizer = AutoTokenizer.from_pretrained(source.tokenizer_path)
-    model.to(device).eval()
+    if quantized is None:
+        model.to(device)
+    model.eval()
     return model, tokenizer
 
 
@@ -114,6 +128,11 @@ def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
     if not (adapter_dir / ADAPTER_CONFIG).is_file():
         raise ValueError(f"{adapter_dir} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
     source = _from_folder(adapter_dir.resolve(), adapter_dir.name)
+    from gym.model.quantized import checkpoint_quantization, merge_refusal
+
+    method = checkpoint_quantization(source.base)
+    if method is not None:
+        raise ValueError(merge_refusal(source.base, adapter_dir, method))
     model, tokenizer = load_model_and_tokenizer(source, device="cpu")
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir, safe_serialization=True)

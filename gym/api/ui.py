@@ -20,23 +20,37 @@ def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None
     ``system_prompt`` (a training-free experience library) is merged in exactly as the API does it.
     """
 
-    async def respond(message: str, history: list[dict[str, Any]]):
+    async def respond(message: str | dict[str, Any], history: list[dict[str, Any]]):
         messages = [{"role": turn["role"], "content": _text(turn["content"])} for turn in history]
+        images: list[Any] = []
+        if isinstance(message, dict):  # the multimodal chat of a VL model: {"text", "files"}
+            images = _uploaded_images(message.get("files") or [])
+            message = "<image>" * len(images) + str(message.get("text") or "")
         messages.append({"role": "user", "content": message})
         if system_prompt:
             from gym.train.experiences import with_experiences
 
             messages = with_experiences(messages, system_prompt)
         prompt = backend.encode_chat(messages)
-        room = max(1, min(max_tokens, backend.context_length - len(prompt)))
+        length = backend.check_images(prompt, images) if images else len(prompt)
+        room = max(1, min(max_tokens, backend.context_length - length))
         reply = ""
+        extra = {"images": images} if images else {}
         async for chunk in backend.generate(
-            prompt, SamplingParams(max_tokens=room, temperature=0.7, top_p=0.95)
+            prompt, SamplingParams(max_tokens=room, temperature=0.7, top_p=0.95), **extra
         ):
             reply += chunk.text
             yield reply
 
     return respond
+
+
+def _uploaded_images(files: list[Any]) -> list[Any]:
+    """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images."""
+    from gym.data.vision import open_image
+
+    paths = [f.get("path") if isinstance(f, dict) else f for f in files]
+    return [open_image(str(path)) for path in paths if path]
 
 
 def _text(content: Any) -> str:
@@ -50,7 +64,12 @@ def _text(content: Any) -> str:
 def mount_chat(app: Any, backend: Any, title: str, system_prompt: str | None = None) -> Any:
     import gradio as gr
 
-    demo = gr.ChatInterface(chat_function(backend, system_prompt=system_prompt), title=title, api_name="chat")
+    demo = gr.ChatInterface(
+        chat_function(backend, system_prompt=system_prompt),
+        title=title,
+        api_name="chat",
+        multimodal=bool(getattr(backend, "accepts_images", False)),  # image upload for VL models
+    )
     return gr.mount_gradio_app(app, demo, path="/")
 
 

@@ -13,6 +13,7 @@ from gym.cli.output import (
     EXTRA_ARGS,
     console,
     errors,
+    fail,
     load_config_or_exit,
     report_config_error,
 )
@@ -112,6 +113,11 @@ def validate(
 ) -> None:
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
     loaded, config, _ = load_config_or_exit(args)
+    from gym.data.vision_check import text_model_with_images
+
+    refusal = text_model_with_images(loaded)
+    if refusal is not None:
+        raise fail(refusal)
     if quiet:
         return
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"

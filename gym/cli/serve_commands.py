@@ -95,8 +95,19 @@ def export(
     path: Path = typer.Argument(..., help="A LoRA output folder (adapter_config.json)."),
     merge: bool = typer.Option(False, "--merge", help="Merge the adapter into its base model."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Where to save (default: PATH-merged)."),
+    quantize: str | None = typer.Option(
+        None,
+        "--quantize",
+        help="gptq or awq: merge, then quantize to 4 bits calibrated on the run's training rows.",
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="The run's gym.toml, for --quantize's calibration rows (default ./gym.toml)."
+    ),
 ) -> None:
     """Export a trained model; with --merge, base + LoRA adapter merged into plain weights."""
+    if quantize is not None:
+        _export_quantized(path, quantize, output, config)
+        return
     if not merge:
         raise _fail("nothing to do: pass --merge to merge the LoRA adapter into its base model", 2)
     from gym.api.loading import merge_adapter
@@ -107,6 +118,44 @@ def export(
     except (ValueError, OSError) as error:
         raise _fail(f"error: {error}") from None
     console.print(f"[green]✓[/green] merged {path} into {target}")
+
+
+def _export_quantized(path: Path, method: str, output: Path | None, config_path: Path | None) -> None:
+    """`gym export --quantize`: merge (an adapter folder) or take the full weights, quantize, reload."""
+    import tempfile
+
+    from gym.config import ConfigError, load_config
+    from gym.data.report import DataError
+    from gym.model.loading import ModelError, load_tokenizer
+    from gym.model.quantize_export import METHODS, QuantizeError, calibration_rows, quantize_folder
+
+    if method not in METHODS:
+        raise _fail(f"error: --quantize must be one of {', '.join(METHODS)}, got {method!r}", 2)
+    config_path = config_path or Path("gym.toml")
+    if not config_path.is_file():
+        raise _fail(
+            f"error: --quantize calibrates on the run's training rows; pass --config with the run's gym.toml "
+            f"({config_path} does not exist)", 2
+        )  # fmt: skip
+    target = output or path.with_name(f"{path.name}-{method}")
+    try:
+        config = load_config(config_path)
+        with console.status("preparing calibration rows"):
+            rows = calibration_rows(config, load_tokenizer(config))
+        with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch:
+            merged = path
+            if (path / "adapter_config.json").is_file():
+                from gym.api.loading import merge_adapter
+
+                with console.status(f"merging {path}"):
+                    merged = merge_adapter(path, Path(scratch) / "merged")
+            with console.status(f"quantizing to {method.upper()} 4-bit with {len(rows)} calibration rows"):
+                quantize_folder(merged, target, method, rows)
+    except ConfigError as error:
+        raise _fail(f"error: {error}") from None
+    except (ValueError, OSError, QuantizeError, DataError, ModelError) as error:
+        raise _fail(f"error: {error}") from None
+    console.print(f"[green]✓[/green] {method.upper()} 4-bit model in {target} (reloaded and checked)")
 
 
 def deploy(

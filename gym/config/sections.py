@@ -28,6 +28,9 @@ NAMED_TEMPLATES = (
     "alpaca",
 )
 
+# Gym's offline models (gym/model/builtin.py builds them; plain strings so `gym validate` stays light).
+BUILTIN_MODEL_NAMES = ("builtin:tiny", "builtin:tiny-vl")
+
 DatasetFormat = Literal["alpaca", "sharegpt", "openai", "preference", "kto", "text", "prompt"]
 ColumnRole = Literal[
     "prompt",
@@ -98,7 +101,8 @@ class ModelConfig(Section):
 
     name_or_path: str = Field(
         description="A Hugging Face Hub model id, a local folder, or 'builtin:tiny' "
-        "(a small Llama that Gym builds offline, for demos and tests).",
+        "(a small Llama that Gym builds offline, for demos and tests) or 'builtin:tiny-vl' "
+        "(its vision-language twin: a tiny LLaVA).",
         examples=["Qwen/Qwen3-0.6B", "./models/my-base", "builtin:tiny"],
     )
     revision: str = Field(default="main", description="Hub branch, tag or commit of the model.")
@@ -126,8 +130,11 @@ class ModelConfig(Section):
     def _check_name_or_path(cls, value: str) -> str:
         if not value.strip():
             raise fail("expected a Hub model id, a local folder or 'builtin:tiny', got an empty string")
-        if value.startswith("builtin:") and value != "builtin:tiny":
-            raise fail(f"unknown built-in model {value!r}; the built-in model is 'builtin:tiny'")
+        if value.startswith("builtin:") and value not in BUILTIN_MODEL_NAMES:
+            raise fail(
+                f"unknown built-in model {value!r}; the built-in models are "
+                + ", ".join(repr(n) for n in BUILTIN_MODEL_NAMES)
+            )
         return value
 
     @field_validator("template")

@@ -30,6 +30,7 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     reasoning: str | None = None
     name: str | None = None  # tool name on role == "tool" turns
+    images: list[str] = field(default_factory=list)  # image parts of this turn (each left an <image> marker)
 
     def to_chat(self) -> dict[str, Any]:
         """The message in the shape HF chat templates expect."""

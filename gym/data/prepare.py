@@ -217,6 +217,40 @@ def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Datase
     return (tokenized if len(keep) == len(statuses) else tokenized.select(keep)), truncated, lengths
 
 
+def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
+    """The processor of a vision-language base (its image token counts decide the rows), else None."""
+    if config.train.method == "pt":
+        return None
+    from gym.model.vision import is_vision_source, load_processor
+
+    return load_processor(config, tokenizer) if is_vision_source(config) else None
+
+
+def _vision_examples(
+    examples: list[Any], reports: dict[str, DataReport], config: GymConfig, processor: Any, tokenizer: Any
+) -> Any:
+    """Image rows: refused on a text-only model; their markers become the model's own placeholder."""
+    from gym.data.vision import refuse_text_only, use_placeholder
+    from gym.model.vision import image_placeholder, is_vision_model, load_processor
+
+    if processor is None and any(e.images for e in examples) and is_vision_model(config):
+        processor = load_processor(config, tokenizer)  # a Hub model not cached when the key was made
+    if processor is None:
+        refuse_text_only(examples, reports, config.model.name_or_path)
+    else:
+        use_placeholder(examples, image_placeholder(processor, tokenizer))
+    return processor
+
+
+def _vision_settings(processor: Any, tokenizer: Any) -> dict[str, Any]:
+    """What `gym data preview` needs to describe image rows (the image token and its id)."""
+    if processor is None:
+        return {}
+    from gym.model.vision import image_token, image_token_id
+
+    return {"image_token": image_token(processor), "image_token_id": image_token_id(processor, tokenizer)}
+
+
 def prepare_data(
     config: GymConfig,
     tokenizer: Any,
@@ -242,7 +276,13 @@ def prepare_data(
         end_of_turn=end_of_turn,
         reserve=config.train.grpo.max_completion_length if config.train.method in PROMPT_METHODS else 0,
     )
-    folder = cache_root() / cache_key(_key_parts(config, tokenizer, settings))
+    parts = _key_parts(config, tokenizer, settings)
+    processor = _vision_processor(config, tokenizer)
+    if processor is not None:
+        from gym.model.vision import processor_fingerprint
+
+        parts["vision"] = processor_fingerprint(processor)
+    folder = cache_root() / cache_key(parts)
     if use_cache and (folder / DONE).is_file():
         return checked(_load_cached(folder), config, check)
 
@@ -252,16 +292,26 @@ def prepare_data(
     for dataset in config.datasets:
         examples, report = load_examples(dataset, config.base_dir)
         reports[str(dataset.name)] = report
+        processor = _vision_examples(examples, reports, config, processor, tokenizer)
         train_part, eval_part = split_eval(examples, dataset.eval_fraction, config.train.seed)
         train_rows.extend(example_to_row(e) for e in train_part)
         eval_rows.extend(example_to_row(e) for e in eval_part)
 
     workers = num_proc or min(2, os.cpu_count() or 1)
-    train, truncated, lengths = _account(_tokenize(train_rows, tokenizer, settings, workers), reports)
+
+    def tokenized(rows: list[dict[str, Any]]) -> Dataset:
+        dataset = _tokenize(rows, tokenizer, settings, workers)
+        if processor is None:
+            return dataset
+        from gym.data.vision import expand_images
+
+        return expand_images(dataset, processor, tokenizer, settings.max_length)
+
+    train, truncated, lengths = _account(tokenized(train_rows), reports)
     measured = [length for values in lengths.values() for length in values]  # skipped rows included
     evaluation = None
     if eval_rows:
-        evaluation, _, held_out = _account(_tokenize(eval_rows, tokenizer, settings, workers), reports)
+        evaluation, _, held_out = _account(tokenized(eval_rows), reports)
         for source, values in held_out.items():
             lengths.setdefault(source, []).extend(values)
     for name, report in reports.items():
@@ -271,7 +321,7 @@ def prepare_data(
     meta = {
         "reports": [asdict(r) for r in reports.values()],
         "stats": asdict(stats),
-        "settings": asdict(settings),
+        "settings": {**asdict(settings), **_vision_settings(processor, tokenizer)},
     }
 
     def fill(staging: Path) -> None:

@@ -47,6 +47,8 @@ def highlighted(tokenizer: Any, input_ids: list[int], labels: list[int]) -> Text
 
 
 def sample_panels(prepared: PreparedData, tokenizer: Any, count: int) -> list[Panel]:
+    from gym.data.vision import collapse_image_runs, image_lines
+
     rows = prepared.train.select(range(min(count, len(prepared.train))))
     panels = []
     for number, row in enumerate(rows, start=1):
@@ -55,13 +57,13 @@ def sample_panels(prepared: PreparedData, tokenizer: Any, count: int) -> list[Pa
             f"sample {number} · {row['source']} row {row['index']} · {row['length']} tokens, {trained} trained"
             + (f" · {row['status']}" if row["status"] != "ok" else "")
         )
-        panels.append(
-            Panel(
-                highlighted(tokenizer, row["input_ids"], row["labels"]),
-                title=Text(printable(title)),
-                title_align="left",
+        body = highlighted(tokenizer, row["input_ids"], row["labels"])
+        images = row.get("images") or []
+        if images:
+            body = Text.assemble(
+                image_lines(images, row["input_ids"], prepared.settings), "\n", collapse_image_runs(body)
             )
-        )
+        panels.append(Panel(body, title=Text(printable(title)), title_align="left"))
     return panels
 
 

@@ -78,12 +78,17 @@ def load_tuned(config: GymConfig, path: Path) -> tuple[Any, Any]:
 
 
 def _load_full(config: GymConfig, path: Path) -> Any:
-    from transformers import AutoModelForCausalLM
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     from gym.model.loading import resolve_dtype
+    from gym.model.vision import config_is_vision
 
+    vision = config_is_vision(json.loads((path / "config.json").read_text(encoding="utf-8")))
+    loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model = loader.from_pretrained(
             str(path),
             dtype=resolve_dtype(config.model.dtype),
             trust_remote_code=config.model.trust_remote_code,

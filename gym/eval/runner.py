@@ -47,8 +47,12 @@ def evaluate(
     if quiet:
         for name in ("lm_eval", "lm-eval"):
             logging.getLogger(name).setLevel(logging.ERROR)
-    specs = [resolve_spec(entry, config) for entry in config.eval.tasks]
-    manager, loaded = load_tasks(specs)
+    from gym.eval.vision_tasks import VISION_TASKS
+
+    vision = [entry for entry in config.eval.tasks if entry in VISION_TASKS]
+    _require_vision_model(vision, config)  # before any model is loaded
+    specs = [resolve_spec(entry, config) for entry in config.eval.tasks if entry not in VISION_TASKS]
+    manager, loaded = load_tasks(specs) if specs else (None, [])
 
     from gym.eval.models import load_base, load_tuned
 
@@ -61,17 +65,19 @@ def evaluate(
     wall: dict[str, float] = {}
     start = time.perf_counter()
     model, tokenizer = load_tuned(config, tuned_path)
-    tuned = _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template)
+    tuned = _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template) if loaded else []
+    tuned += _run_vision(model, tokenizer, vision, config)
     wall["tuned"] = round(time.perf_counter() - start, 3)
     del model
     base: dict[tuple[str, str, str], TaskScore] | None = None
     if config.eval.baseline:
         start = time.perf_counter()
         model, tokenizer = load_base(config)
-        base = {
-            (s.task, s.metric, s.filter): s
-            for s in _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template)
-        }
+        scores = (
+            _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template) if loaded else []
+        )
+        scores += _run_vision(model, tokenizer, vision, config)
+        base = {(s.task, s.metric, s.filter): s for s in scores}
         wall["base"] = round(time.perf_counter() - start, 3)
         del model
     for score in tuned:
@@ -231,6 +237,40 @@ def _run(
             scores += _scores(task, results)
     order = {t.name: i for i, t in enumerate(loaded)}
     return sorted(scores, key=lambda s: order.get(s.task, len(order)))
+
+
+def _run_vision(model: Any, tokenizer: Any, names: list[str], config: GymConfig) -> list[TaskScore]:
+    """Gym's image tasks (:mod:`gym.eval.vision_tasks`), scored with the model's own processor."""
+    if not names:
+        return []
+    from gym.eval.vision_tasks import VISION_TASKS
+    from gym.model.loading import ModelError
+    from gym.model.vision import load_processor
+
+    _require_vision_model(names, config)
+    try:
+        processor = load_processor(config, tokenizer)
+    except ModelError as error:
+        raise EvalError(str(error)) from error
+    return [VISION_TASKS[name](model, processor, tokenizer, config.eval.limit or None) for name in names]
+
+
+def _require_vision_model(names: list[str], config: GymConfig) -> None:
+    """An image task on a text-only base is one sentence, not a failure deep inside generation."""
+    if not names:
+        return
+    from gym.model.loading import ModelError
+    from gym.model.vision import is_vision_model
+
+    try:
+        vision = is_vision_model(config)
+    except ModelError as error:
+        raise EvalError(str(error)) from error
+    if not vision:
+        raise EvalError(
+            f"eval task {names[0]} shows the model images, but '{config.model.name_or_path}' is a "
+            "text-only model; use it with a vision-language model (e.g. builtin:tiny-vl)"
+        )
 
 
 def _number(value: Any) -> float | None:

@@ -85,13 +85,24 @@ def lora_config(config: GymConfig, model: Any, *, use_dora: bool = False) -> Any
 
     lora = config.train.lora
     classifier = type(model).__name__.endswith("ForSequenceClassification")
+    targets = lora.target_modules if lora.target_modules == "all-linear" else list(lora.target_modules)
+    if targets == "all-linear" and is_quantized(model):
+        # peft's 'all-linear' looks for nn.Linear; GPTQ/AWQ layers are packed QuantLinear modules
+        targets = (
+            sorted(
+                {
+                    name.rsplit(".", 1)[-1]
+                    for name, module in model.named_modules()
+                    if hasattr(module, "qweight")
+                }
+            )
+            or targets
+        )
     return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=lora.target_modules
-        if lora.target_modules == "all-linear"
-        else list(lora.target_modules),
+        target_modules=targets,
         bias="none",
         use_dora=use_dora,
         task_type="SEQ_CLS" if classifier else "CAUSAL_LM",

@@ -17,8 +17,10 @@ import random
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gym.files import gym_cache_home, publish_folder
+from gym.model.builtin_vl import TinyVLSpec, build_vl
 
 BUILTIN_PREFIX = "builtin:"
 MARKER = "gym_builtin.json"  # written last: a folder holding it is a finished build
@@ -47,7 +49,7 @@ class TinySpec:
     recipe: int = 1  # bump when the corpus or the build steps change
 
 
-BUILTIN_MODELS = {"tiny": TinySpec()}
+BUILTIN_MODELS: dict[str, Any] = {"tiny": TinySpec(), "tiny-vl": TinyVLSpec()}
 
 
 def corpus() -> list[str]:
@@ -79,7 +81,7 @@ def cache_root() -> Path:
     return gym_cache_home() / "builtin"
 
 
-def spec_key(name: str, spec: TinySpec) -> str:
+def spec_key(name: str, spec: Any) -> str:
     digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()[:12]
     return f"{name}-{digest}"
 
@@ -140,10 +142,13 @@ def build_model(spec: TinySpec, tokenizer):  # -> LlamaForCausalLM
 def build(name: str, target: Path) -> Path:
     """Build the built-in model ``name`` into ``target`` (a fresh folder) and return it."""
     spec = BUILTIN_MODELS[name]
-    tokenizer = build_tokenizer(spec)
-    model = build_model(spec, tokenizer)
-    model.save_pretrained(target, safe_serialization=True)
-    tokenizer.save_pretrained(target)
+    if isinstance(spec, TinyVLSpec):
+        build_vl(spec, target)
+    else:
+        tokenizer = build_tokenizer(spec)
+        model = build_model(spec, tokenizer)
+        model.save_pretrained(target, safe_serialization=True)
+        tokenizer.save_pretrained(target)
     (target / MARKER).write_text(
         json.dumps({"name": f"{BUILTIN_PREFIX}{name}", **asdict(spec)}, indent=2, sort_keys=True) + "\n"
     )

@@ -26,8 +26,11 @@ logger = logging.getLogger(__name__)
 QUANTIZATION_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "bnb-4bit": (("bitsandbytes", "pip install 'zoo-gym[qlora]'"),),
     "bnb-8bit": (("bitsandbytes", "pip install 'zoo-gym[qlora]'"),),
-    "gptq": (("optimum", "pip install optimum"), ("gptqmodel", "pip install gptqmodel")),
-    "awq": (("gptqmodel", "pip install gptqmodel"),),
+    "gptq": (
+        ("optimum", "pip install 'zoo-gym[quantize]'"),
+        ("gptqmodel", "pip install 'zoo-gym[quantize]'"),
+    ),
+    "awq": (("gptqmodel", "pip install 'zoo-gym[quantize]'"),),
 }
 # Hub ids are NAME or ORG/NAME; anything else that is not an existing folder is a missing local path.
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -146,6 +149,16 @@ def from_pretrained(loader: Any, config: GymConfig, **kwargs: Any) -> Any:
         raise ModelError(
             f"could not load model '{config.model.name_or_path}' from {source}: {first_line(error)}"
         ) from error
+    except Exception as error:
+        if not type(error).__module__.startswith("safetensors"):
+            raise
+        from pathlib import Path
+
+        files = ", ".join(str(p) for p in sorted(Path(source).glob("*.safetensors"))) or source
+        raise ModelError(
+            f"could not load model '{config.model.name_or_path}': the weights file {files} is corrupt or "
+            f"truncated ({first_line(error)}); download or export it again"
+        ) from error
 
 
 def load_tokenizer(config: GymConfig) -> Any:
@@ -202,6 +215,10 @@ def effective_quantization(config: GymConfig) -> str:
 
 def require_packages(quantization: str, config: GymConfig) -> None:
     """Fail with one sentence when a package the quantization needs cannot be imported."""
+    if quantization in ("gptq", "awq"):
+        from gym.model.quantize_export import gptqmodel_environment
+
+        gptqmodel_environment()  # before GPTQModel is imported (it would set HF_HOME itself)
     for package, hint in QUANTIZATION_PACKAGES.get(quantization, ()):
         try:
             importlib.import_module(package)
@@ -270,9 +287,12 @@ def load_model(config: GymConfig, *, for_training: bool = True) -> Any:
     ``for_training`` leaves the model in train mode with the KV cache off (it only costs memory during
     training and conflicts with gradient checkpointing); otherwise the model is in eval mode.
     """
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    model = from_pretrained(AutoModelForCausalLM, config, **load_kwargs(config))
+    from gym.model.vision import is_vision_model
+
+    loader = AutoModelForImageTextToText if is_vision_model(config) else AutoModelForCausalLM
+    model = from_pretrained(loader, config, **load_kwargs(config))
     if for_training:
         model.config.use_cache = False
         model.train()

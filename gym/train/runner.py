@@ -274,6 +274,9 @@ def save_outputs(
     if trainer.accelerator.is_main_process:
         trainer.save_model(str(output))
         tokenizer.save_pretrained(str(output))
+        from gym.model.vision import save_processor
+
+        save_processor(config, tokenizer, output)
         write_resolved_config(config, output)
         record = {k: v for k, v in asdict(result).items() if k not in ("already_trained", "restored_only")}
         record = {**record, **(measured or {}), **overrides, **completion_record(config, fingerprint, output)}

@@ -281,8 +281,10 @@ def test_missing_columns_every_row_bad(tmp_path: Path) -> None:
 
 
 def test_bad_rows_counted_by_reason(tmp_path: Path) -> None:
+    from PIL import Image
+
     image = tmp_path / "cat.jpg"
-    image.write_bytes(b"jpg")
+    Image.new("RGB", (8, 8), (200, 100, 50)).save(image)  # a real image: unreadable ones are bad rows
     good = {"conversations": [{"from": "human", "value": "<image>hi"}, {"from": "gpt", "value": "yo"}]}
     rows = [{**good, "images": ["cat.jpg"]} for _ in range(10)] + [
         {"conversations": [{"from": "gpt", "value": "x"}, {"from": "human", "value": "y"}]},  # wrong order

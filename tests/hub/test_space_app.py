@@ -129,3 +129,48 @@ def test_space_chat_page_in_headless_chromium(tiny_dir: Path, cache_root: Path, 
         assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
     finally:
         stop(process)
+
+
+def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path, tmp_path: Path) -> None:
+    """builtin:tiny-vl in the rendered Space: the Gradio chat is multimodal and answers an uploaded image
+    (driven by gradio_client), and the API takes an image_url part."""
+    import base64
+    import io
+
+    from gradio_client import Client, handle_file
+    from PIL import Image
+
+    from gym.model.builtin import ensure_builtin
+
+    model = ensure_builtin("builtin:tiny-vl", root=cache_root / "gym" / "builtin")
+    image = tmp_path / "red.png"
+    Image.new("RGB", (40, 40), (220, 30, 30)).save(image)
+    space = render_space(
+        tmp_path / "space", SpaceSettings(model_repo="acme/tiny-vl", space_repo="acme/vl-chat")
+    )
+    port = free_port()
+    env = server_env(cache_root, GYM_MODEL=str(model), GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH="")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=space, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        reply = Client(url + "/", verbose=False).predict(
+            {"text": "What colour is the shape?", "files": [handle_file(str(image))]}, api_name="/chat"
+        )
+        assert isinstance(reply, str)
+        buffer = io.BytesIO()
+        Image.open(image).save(buffer, format="PNG")
+        part = {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()},
+        }
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        answer = client.chat.completions.create(
+            model="acme/tiny-vl", messages=[{"role": "user", "content": [part]}], max_tokens=3, temperature=0
+        )
+        assert answer.usage.prompt_tokens > 16  # the image's 16 tokens are part of the prompt
+    finally:
+        stop(process)

@@ -154,9 +154,21 @@ def check_answers(messages: list[Message]) -> None:
 
 
 def attach_media(example: Example, row: dict[str, Any], ctx: Context) -> Example:
-    """Resolve ``images`` / ``audios`` paths against the dataset file's folder and check that they exist."""
+    """Resolve ``images`` / ``audios`` paths against the dataset file's folder and check that they exist.
+
+    Images (the ``images`` column, then image parts of the turns) are also opened and checked against
+    the ``<image>`` markers of the text (see :mod:`gym.data.vision`).
+    """
     for role, marker in MEDIA_MARKERS.items():
         value = row.get(ctx.column(role, role))
+        if role == "images":
+            from gym.data.vision import place_markers, resolve_image
+
+            items = [] if value is None else [value] if isinstance(value, str) else list(value)
+            items += [ref for message in example.messages for ref in message.images]
+            example.images = [resolve_image(item, ctx.media_dir) for item in items]
+            place_markers(example.messages, len(example.images), value is not None)
+            continue
         if value is None or value == []:
             continue
         items = [value] if isinstance(value, str) else value

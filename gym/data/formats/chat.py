@@ -80,7 +80,9 @@ def read_turns(turns: Any, ctx: Context, style: str | None = None) -> list[Messa
         if kind == "function":
             messages.append(Message(role="assistant", content="", tool_calls=parse_tool_calls(content)))
             continue
-        message = Message(role=INTERNAL_ROLE[kind], content=ctx.fill(content_text(content, position)))  # type: ignore[arg-type]
+        images: list[str] = []
+        text = content_text(content, position, images)
+        message = Message(role=INTERNAL_ROLE[kind], content=ctx.fill(text), images=images)  # type: ignore[arg-type]
         if turn.get("tool_calls"):
             message.tool_calls = parse_tool_calls(turn["tool_calls"])
         reasoning = turn.get("reasoning_content") or turn.get("reasoning")
@@ -94,14 +96,28 @@ def read_turns(turns: Any, ctx: Context, style: str | None = None) -> list[Messa
     return messages
 
 
-def content_text(content: Any, position: int) -> str:
-    """Turn content: a string, null (an assistant turn that only calls tools), or OpenAI text parts."""
+def content_text(content: Any, position: int, images: list[str] | None = None) -> str:
+    """Turn content: a string, null (an assistant turn that only calls tools), or OpenAI content parts.
+
+    Image parts (``image_url`` / ``image``) leave an ``<image>`` marker in the text and their reference
+    in ``images``; other part types are refused.
+    """
     if content is None:
         return ""
     if isinstance(content, list):
-        if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-            raise BadRow("wrong field type", f"turn {position} has content parts other than text")
-        return "".join(str(p.get("text") or "") for p in content)
+        from gym.data.vision import MARKER, part_image
+
+        text = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                text.append(str(part.get("text") or ""))
+            elif kind in ("image_url", "image") and images is not None:
+                images.append(part_image(part, position))
+                text.append(MARKER)
+            else:
+                raise BadRow("wrong field type", f"turn {position} has a content part of type {kind!r}")
+        return "".join(text)
     return text_of(content, f"turn {position} content")
 
 

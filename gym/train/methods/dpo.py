@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
 from gym.train.registry import TrainContext, register_trainer
+from gym.train.vision_collate import has_images
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -56,19 +57,19 @@ def source_names(rows: Dataset, positions: list[int]) -> str:
     return ", ".join(f"'{name}'" for name in dict.fromkeys(sources))
 
 
-def require_rows(rows: Dataset, method: str) -> None:
-    """Fail before training when there is nothing to train on or the rows carry images."""
+def require_rows(rows: Dataset, method: str, *, images: bool = False) -> None:
+    """Fail before training when there is nothing to train on or the rows carry images (unless ``images``)."""
     if len(rows) == 0:
         raise ValueError(f"train.method = '{method}' has no training rows left after data preparation")
-    if "images" in rows.column_names and any(rows["images"]):
+    if not images and "images" in rows.column_names and any(rows["images"]):
         raise ValueError(
             f"train.method = '{method}' does not support rows with images yet; remove the images column"
         )
 
 
-def require_preferences(rows: Dataset, method: str) -> None:
+def require_preferences(rows: Dataset, method: str, *, images: bool = False) -> None:
     """Fail with one sentence when any row lacks a chosen or a rejected answer."""
-    require_rows(rows, method)
+    require_rows(rows, method, images=images)
     missing = [
         i for i, (c, r) in enumerate(zip(rows["chosen"], rows["rejected"], strict=True)) if not c or not r
     ]
@@ -159,8 +160,20 @@ def build_dpo(ctx: TrainContext) -> Any:
 
         return build_reference_free(ctx, config.train.dpo.loss_type)
     loss = dpo_loss(config)
-    train = preference_rows(ctx.data.train, "dpo")
-    evaluation = preference_rows(ctx.data.eval, "dpo") if ctx.data.eval is not None else None
+    processing_class = ctx.tokenizer
+    if has_images(ctx.data.train):  # image rows: rendered text + image files for TRL's vision collator
+        from gym.model.vision import load_processor
+        from gym.train.methods.vision_dpo import vision_preference_rows
+
+        require_preferences(ctx.data.train, "dpo", images=True)
+        processing_class = load_processor(config, ctx.tokenizer)
+        train = vision_preference_rows(ctx.data.train, ctx.tokenizer)
+        evaluation = (
+            vision_preference_rows(ctx.data.eval, ctx.tokenizer) if ctx.data.eval is not None else None
+        )
+    else:
+        train = preference_rows(ctx.data.train, "dpo")
+        evaluation = preference_rows(ctx.data.eval, "dpo") if ctx.data.eval is not None else None
     args = DPOConfig(
         **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
         max_length=config.train.max_length,
@@ -175,7 +188,7 @@ def build_dpo(ctx: TrainContext) -> Any:
         args=args,
         train_dataset=train,
         eval_dataset=evaluation,
-        processing_class=ctx.tokenizer,
+        processing_class=processing_class,
         callbacks=ctx.callbacks,
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 from gym.train.arguments import common_arguments
 from gym.train.collate import PackedCollator, PadCollator
 from gym.train.registry import TrainContext, register_trainer
+from gym.train.vision_collate import VisionCollator, has_images
 
 TOKEN_COLUMNS = ["input_ids", "labels"]
 
@@ -37,6 +38,15 @@ def _trainer_class() -> type:
     return GymSFTTrainer
 
 
+def vision_collator(ctx: TrainContext) -> VisionCollator:
+    """Image rows: the model's processor makes the pixels; packing would mix images across samples."""
+    from gym.model.vision import load_processor
+
+    if ctx.config.train.packing:
+        raise ValueError("train.packing = true cannot pack rows with images; set train.packing = false")
+    return VisionCollator(ctx.tokenizer.pad_token_id, load_processor(ctx.config, ctx.tokenizer))
+
+
 def build_sft(ctx: TrainContext) -> Any:
     from trl import SFTConfig
 
@@ -49,15 +59,19 @@ def build_sft(ctx: TrainContext) -> Any:
         packing=False,
     )
     collator = PackedCollator() if config.train.packing else PadCollator(ctx.tokenizer.pad_token_id)
-    train = ctx.data.train.select_columns(TOKEN_COLUMNS)
-    evaluation = ctx.data.eval.select_columns(TOKEN_COLUMNS) if ctx.data.eval is not None else None
+    columns, processing_class = TOKEN_COLUMNS, ctx.tokenizer
+    if has_images(ctx.data.train):
+        collator, columns = vision_collator(ctx), [*TOKEN_COLUMNS, "images"]
+        processing_class = collator.processor  # TRL checks a processor goes with image rows
+    train = ctx.data.train.select_columns(columns)
+    evaluation = ctx.data.eval.select_columns(columns) if ctx.data.eval is not None else None
     return _trainer_class()(
         model=ctx.model,
         args=sft_config,
         data_collator=collator,
         train_dataset=train,
         eval_dataset=evaluation,
-        processing_class=ctx.tokenizer,
+        processing_class=processing_class,
         callbacks=ctx.callbacks,
     )
 
