@@ -101,13 +101,18 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     def sampling(body: Any, prompt_len: int, param: str, **extra: Any) -> SamplingParams:
         if prompt_len < 1:
             raise RequestRejected(400, f"{param}: encodes to no tokens; send some text.", param=param)
+        if body.logprob_count() is not None and not getattr(backend, "supports_logprobs", False):
+            raise RequestRejected(
+                400, f"logprobs: not supported by the {backend.name} backend of this server",
+                param="logprobs", code="unsupported_parameter",
+            )  # fmt: skip
         room = backend.context_length - prompt_len
         wanted = body.wanted_tokens()
         if room < 1 or (wanted is not None and wanted > room):
             raise RequestRejected(
                 400,
-                f"This model's maximum context length is {backend.context_length} tokens; the prompt has "
-                f"{prompt_len} tokens and {wanted or 1} more were requested.",
+                f"This model's maximum context length is {backend.context_length} tokens; the prompt "
+                f"({param}) has {prompt_len} tokens and {wanted or 1} more were requested.",
                 "invalid_request_error", param, "context_length_exceeded",
             )  # fmt: skip
         return SamplingParams(

@@ -41,6 +41,7 @@ class TransformersBackend(TokenizerPrompts):
     """A :class:`gym.api.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
 
     name = "transformers"
+    supports_logprobs = True
 
     def __init__(self, model: Any, tokenizer: Any, model_id: str, max_batch_size: int = 32) -> None:
         self.model, self.tokenizer, self.model_id = model, tokenizer, model_id

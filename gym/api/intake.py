@@ -86,7 +86,7 @@ def parse_body(raw: bytes, model: type[M]) -> M:
     try:
         body = model.model_validate(data)
     except ValidationError as error:
-        raise validation_rejection(error) from None
+        raise validation_rejection(error, data) from None
     except RecursionError:
         raise RequestRejected(400, "The request body is nested too deeply.") from None
     try:
@@ -96,9 +96,9 @@ def parse_body(raw: bytes, model: type[M]) -> M:
     return body
 
 
-def validation_rejection(error: ValidationError) -> RequestRejected:
+def validation_rejection(error: ValidationError, data: Any) -> RequestRejected:
     first = error.errors(include_url=False)[0]
-    param = dotted(first.get("loc", ()))
+    param = dotted(first.get("loc", ()), data)
     kind = first.get("type", "")
     if kind == "extra_forbidden":
         return RequestRejected(
@@ -110,18 +110,18 @@ def validation_rejection(error: ValidationError) -> RequestRejected:
     )
 
 
-def dotted(loc: tuple[Any, ...] | list[Any]) -> str | None:
-    """pydantic's location as OpenAI names a param: ``messages[0].content``.
+def dotted(loc: tuple[Any, ...] | list[Any], data: Any) -> str | None:
+    """pydantic's error location as OpenAI names a param: ``messages[0].content``.
 
-    Union branch labels (``str``, ``list[...]``, ``function-after[...]``) that pydantic inserts are
-    dropped: a client knows its fields, not our type names.
+    The location is followed through the request itself, so the labels pydantic inserts for union
+    branches (``str``, ``list[str]``, ``TextPart``) are dropped and an unknown key is still named.
     """
-    out = ""
+    out, node = "", data
     for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and part.isidentifier():
-            out += f".{part}" if out else part
+        if isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
+            out, node = out + f"[{part}]", node[part]
+        elif isinstance(part, str) and isinstance(node, dict) and part in node:
+            out, node = (f"{out}.{part}" if out else part), node[part]
     return out or None
 
 

@@ -170,33 +170,36 @@ class Llama3JsonParser:
     name = "llama3_json"
     TAG = "<|python_tag|>"
 
-    def _objects(self, text: str) -> tuple[list[ParsedCall], bool]:
-        """Calls decoded from the start of ``text`` and whether the whole text was calls."""
+    def _objects(self, text: str) -> tuple[list[ParsedCall], bool, int]:
+        """Calls decoded from the start of ``text``, whether the whole text was calls, and how many of
+        the calls a ``;`` already separates from a next one (those are final while streaming)."""
         body = text.strip()
         if body.startswith(self.TAG):
             body = body[len(self.TAG) :].lstrip()
-        decoder, calls, at = json.JSONDecoder(), [], 0
+        decoder, calls, at, separated = json.JSONDecoder(), [], 0, 0
         while at < len(body):
             try:
                 data, end = decoder.raw_decode(body, at)
             except ValueError:
-                return calls, False
+                return calls, False, separated
             if not isinstance(data, dict):
-                return calls, False
+                return calls, False, separated
             call = _call(data.get("name"), data.get("parameters", data.get("arguments")))
             if call is None:
-                return calls, False
+                return calls, False, separated
             calls.append(call)
             at = end
             while at < len(body) and body[at] in " \t\r\n;":
+                if body[at] == ";":
+                    separated = len(calls)
                 at += 1
-        return calls, True
+        return calls, True, separated
 
     def parse(self, text: str) -> Parsed:
         stripped = text.strip()
         if not (stripped.startswith("{") or stripped.startswith(self.TAG)):
             return Parsed(text, [])
-        calls, whole = self._objects(text)
+        calls, whole, _ = self._objects(text)
         if not calls or not whole:
             return Parsed(text, [])
         return Parsed(None, calls)
@@ -208,7 +211,8 @@ class Llama3JsonParser:
         return len(text)
 
     def complete_calls(self, text: str) -> list[ParsedCall]:
-        return self._objects(text)[0]
+        calls, _, separated = self._objects(text)
+        return calls[:separated]  # the last call is final only once the answer is (text may follow)
 
     def forced_prefix(self, function: str | None) -> str:
         if function is None:

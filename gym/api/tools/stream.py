@@ -36,8 +36,6 @@ class ToolCallStream:
             self.calls_sent += len(calls)
             rest = (parsed.content or "")[self.sent :]  # text after the calls (the part before was sent)
             return rest, calls
-        if self.calls_sent:  # calls already sent; what follows them is not a call
-            return "", []
         content = self.text[self.sent :]
         self.sent = len(self.text)
         return content, []
