@@ -13,17 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from gym.api.tools.parsers import TOOL_PARSERS, HermesParser, Llama3JsonParser, get_tool_parser, parser_for_template
+from gym.api.tools.parsers import (
+    TOOL_PARSERS,
+    HermesParser,
+    Llama3JsonParser,
+    get_tool_parser,
+    parser_for_template,
+)
 from gym.api.tools.stream import ToolCallStream
 from gym.data.templates.registry import TEMPLATES
 from gym.data.templates.render import render_chat
 
 CALLS = [
     {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
-    {"name": "search", "arguments": {"query": "tour Eiffel — hauteur", "top_k": 3, "filters": {"lang": ["fr"]}}},
+    {
+        "name": "search",
+        "arguments": {"query": "tour Eiffel — hauteur", "top_k": 3, "filters": {"lang": ["fr"]}},
+    },
 ]
 TOOLS = [
-    {"type": "function", "function": {"name": c["name"], "description": "d", "parameters": {"type": "object"}}}
+    {
+        "type": "function",
+        "function": {"name": c["name"], "description": "d", "parameters": {"type": "object"}},
+    }
     for c in CALLS
 ]
 
@@ -110,7 +122,10 @@ def test_rendered_tool_calls_parse_back(fixtures_dir: Path, calls: list[dict]) -
         parsed = parser.parse(text)
         assert _got(parsed.calls) == _expected(calls), (label, text)
         # Qwen3 writes an (empty) thinking block before the calls; it stays in the content as without tools
-        assert (parsed.content or "").replace("<think>\n\n</think>", "").strip() == "", (label, parsed.content)
+        assert (parsed.content or "").replace("<think>\n\n</think>", "").strip() == "", (
+            label,
+            parsed.content,
+        )
         for cuts in ([], list(range(1, len(text))), sorted(rng.sample(range(1, len(text)), 5))):
             content, streamed = _stream(parser, text, cuts)
             assert _got(streamed) == _expected(calls), (label, cuts)
