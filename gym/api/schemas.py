@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_STOP = 4
 MAX_N = 16
@@ -179,19 +179,15 @@ class ChatCompletionRequest(_Sampling):
                 f"response_format: type {self.response_format.type!r} is not supported by this server "
                 "(constrained decoding is not implemented); omit response_format or use type 'text'",
             )
-        if self.tool_choice is not None and not self.tools and self.tool_choice != "none":
-            raise Unsupported("tool_choice", "tool_choice: requires tools")
-
-    @model_validator(mode="after")
-    def _names_are_tools(self) -> ChatCompletionRequest:
         choice = self.tool_choice
+        if choice is not None and not self.tools and choice != "none":
+            raise Unsupported("tool_choice", "tool_choice: requires tools")
         if isinstance(choice, NamedToolChoice) and self.tools:
-            names = {tool.function.name for tool in self.tools}
-            if choice.function.name not in names:
-                raise ValueError(
-                    f"tool_choice names function {choice.function.name!r}, which is not in tools"
+            if choice.function.name not in {tool.function.name for tool in self.tools}:
+                raise Unsupported(
+                    "tool_choice",
+                    f"tool_choice: names function {choice.function.name!r}, which is not in tools",
                 )
-        return self
 
 
 class CompletionRequest(_Sampling):

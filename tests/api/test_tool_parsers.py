@@ -23,6 +23,7 @@ from gym.api.tools.parsers import (
 from gym.api.tools.stream import ToolCallStream
 from gym.data.templates.registry import TEMPLATES
 from gym.data.templates.render import render_chat
+from tests.api.tool_model import LLAMA3_JSON_TEMPLATE
 
 CALLS = [
     {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
@@ -38,26 +39,6 @@ TOOLS = [
     }
     for c in CALLS
 ]
-
-# Meta's Llama 3.1 JSON tool convention (tools offered in the first user turn, the reply *is* the JSON
-# call with "parameters"), written for this test.
-LLAMA3_JSON_TEMPLATE = """{{- bos_token }}
-{%- for message in messages %}
-{%- if message.role == 'user' and loop.first and tools %}
-{{- '<|start_header_id|>user<|end_header_id|>\\n\\nGiven the following functions, respond with a JSON for a function call with its proper arguments. Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.\\n\\n' }}
-{%- for t in tools %}{{- t | tojson(indent=4) + '\\n\\n' }}{%- endfor %}
-{{- message.content + '<|eot_id|>' }}
-{%- elif message.role == 'assistant' and message.tool_calls %}
-{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
-{%- for call in message.tool_calls %}{{- '{"name": "' + call.function.name + '", "parameters": ' + call.function.arguments | tojson + '}' }}{%- if not loop.last %}{{- '; ' }}{%- endif %}{%- endfor %}
-{{- '<|eot_id|>' }}
-{%- elif message.role == 'tool' %}
-{{- '<|start_header_id|>ipython<|end_header_id|>\\n\\n' + message.content + '<|eot_id|>' }}
-{%- else %}
-{{- '<|start_header_id|>' + message.role + '<|end_header_id|>\\n\\n' + message.content + '<|eot_id|>' }}
-{%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"""
 
 
 class _Tok:
