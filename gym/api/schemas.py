@@ -182,12 +182,11 @@ class ChatCompletionRequest(_Sampling):
         choice = self.tool_choice
         if choice is not None and not self.tools and choice != "none":
             raise Unsupported("tool_choice", "tool_choice: requires tools")
-        if isinstance(choice, NamedToolChoice) and self.tools:
-            if choice.function.name not in {tool.function.name for tool in self.tools}:
-                raise Unsupported(
-                    "tool_choice",
-                    f"tool_choice: names function {choice.function.name!r}, which is not in tools",
-                )
+        names = {tool.function.name for tool in self.tools or []}
+        if isinstance(choice, NamedToolChoice) and self.tools and choice.function.name not in names:
+            raise Unsupported(
+                "tool_choice", f"tool_choice: names function {choice.function.name!r}, which is not in tools"
+            )
 
 
 class CompletionRequest(_Sampling):
