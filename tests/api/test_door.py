@@ -196,3 +196,11 @@ def test_bad_requests_never_abort_streams_in_flight(server: str) -> None:
     assert set(codes) == {400}, codes
     for text in streams:
         assert text.endswith("data: [DONE]") and '"error"' not in text, text[-300:]
+
+
+def test_tools_for_a_template_without_a_tool_format(server: str) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    error = assert_error(post(server, "/v1/chat/completions", {**CHAT, "tools": tools}), 400, "tools")
+    assert "no tool format" in error["message"]
+    ok = post(server, "/v1/chat/completions", {**CHAT, "tools": tools, "tool_choice": "none"})
+    assert ok.status_code == 200, ok.text
