@@ -41,6 +41,11 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     from fastapi.responses import JSONResponse, StreamingResponse
     from starlette.exceptions import HTTPException
 
+    try:  # chat templates are Jinja (transformers renders them with jinja2)
+        from jinja2 import TemplateError
+    except ImportError:  # pragma: no cover - no jinja2, no chat templates either
+        TemplateError = ValueError  # noqa: N806
+
     if tool_parser is not None:
         get_tool_parser(tool_parser)  # an unknown name fails at start-up, not at the first request
 
@@ -180,9 +185,10 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
 
             messages = with_experiences(messages, system_prompt)
         tools, parser, forced = tool_setup(body)
+        args = (messages,) if tools is None and not forced else (messages, tools, forced)
         try:  # off the event loop: a long prompt must not stall /health or other streams
-            prompt = await asyncio.to_thread(backend.encode_chat, messages, tools, forced)
-        except Exception as error:  # the template refused the conversation (raise_exception, ...)
+            prompt = await asyncio.to_thread(backend.encode_chat, *args)
+        except (ValueError, TemplateError) as error:  # the template refused it (raise_exception, ...)
             message = f"messages: the model's chat template cannot render this conversation: {error}"
             raise RequestRejected(400, message, param="messages") from None
         params = sampling(body, len(prompt), "messages", skip_special_tokens=parser is None)
