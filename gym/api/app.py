@@ -130,6 +130,20 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
             **extra,
         )
 
+    tokenizer = getattr(backend, "tokenizer", None)
+    longest_token = max((len(t) for t in tokenizer.get_vocab()), default=0) if tokenizer is not None else 0
+
+    def surely_too_long(texts: list[str], param: str) -> None:
+        """Refuse, without tokenizing, a prompt that cannot fit: no token spells more characters than the
+        vocabulary's longest entry, so ``chars / longest`` is a lower bound on its token count."""
+        chars = sum(len(t) for t in texts)
+        if longest_token and chars > longest_token * backend.context_length:
+            raise RequestRejected(
+                400, f"This model's maximum context length is {backend.context_length} tokens; the prompt "
+                f"({param}) has {chars:,} characters, at least {chars // longest_token:,} tokens.",
+                "invalid_request_error", param, "context_length_exceeded",
+            )  # fmt: skip
+
     def tool_setup(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]] | None, Any, str]:
         """Tools for the template, the parser for the answer, and a forced call prefix (tool_choice)."""
         if not body.tools or body.tool_choice == "none":
@@ -180,6 +194,7 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
         body = parse_body(await read_body(request, max_request_bytes), ChatCompletionRequest)
         check_model(body.model)
         messages = template_messages(body.messages, accepted_media(backend))
+        surely_too_long([m["content"] for m in messages if isinstance(m["content"], str)], "messages")
         if system_prompt:
             from gym.train.experiences import with_experiences
 
@@ -200,6 +215,7 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     async def completions(request: Request):
         body = parse_body(await read_body(request, max_request_bytes), CompletionRequest)
         check_model(body.model)
+        surely_too_long([body.prompt], "prompt")  # type: ignore[list-item]
         prompt = await asyncio.to_thread(backend.encode_text, body.prompt)  # type: ignore[arg-type]
         params = sampling(body, len(prompt), "prompt")
         meta = Meta("cmpl", "text_completion", backend.model_id, len(prompt), body.choices)
