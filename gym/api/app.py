@@ -80,6 +80,11 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception):
+        import logging
+
+        logging.getLogger("gym.api").error(
+            "request failed", exc_info=error
+        )  # for the operator, not the client
         message = f"internal error ({type(error).__name__}); the request was not completed"
         return JSONResponse(error_body(message, "server_error"), status_code=500)
 
