@@ -74,22 +74,13 @@ class TransformersBackend(TokenizerPrompts):
     ) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         out: asyncio.Queue[Chunk] = asyncio.Queue()
-
-        def emit(chunk: Chunk) -> None:
-            try:
-                loop.call_soon_threadsafe(out.put_nowait, chunk)
-            except RuntimeError:  # the request's event loop is gone: nobody is listening any more
-                for seq in seqs:
-                    seq.cancelled = True
-
-        seqs: list[Sequence] = []
-        seqs += [
+        seqs = [
             Sequence(
                 index=i,
                 prompt_ids=list(prompt_ids),
                 params=params,
                 seed=None if params.seed is None else params.seed + i,
-                emit=emit,
+                emit=lambda chunk: loop.call_soon_threadsafe(out.put_nowait, chunk),
                 tokenizer=self.tokenizer,
                 eos_ids=self.eos_ids,
             )
