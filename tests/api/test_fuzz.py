@@ -10,7 +10,7 @@ import threading
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.api.conftest import API_KEY
@@ -116,11 +116,24 @@ class BackgroundStreams:
 def test_fuzzed_requests_never_break_the_server(server: str) -> None:
     raw = httpx.Client(base_url=server, timeout=60)
 
+    hi = [{"role": "user", "content": "hi"}]
+
     @FUZZ
     @given(body=chat_bodies(), route=st.sampled_from(["/v1/chat/completions", "/v1/completions"]))
+    # the campaign's findings, always tried first
+    @example(
+        body={"model": MODEL, "messages": [{"role": "user", "content": "\ud800"}]},
+        route="/v1/chat/completions",
+    )
+    @example(body={"model": MODEL, "messages": "", "max_tokens": 3}, route="/v1/completions")
+    @example(
+        body={"model": MODEL, "messages": hi, "max_tokens": 3, "seed": 2**64}, route="/v1/chat/completions"
+    )
+    @example(body={"model": MODEL, "messages": hi, "max_tokens": "8"}, route="/v1/chat/completions")
     def bodies(body: dict, route: str) -> None:
         if route == "/v1/completions":
-            body = {**body, "prompt": body.pop("messages", "x")}
+            prompt = body.pop("messages", "x")
+            body = {**body, "prompt": prompt}
         check_response(raw.post(route, content=json.dumps(body), headers=AUTH))
 
     @FUZZ
