@@ -26,21 +26,36 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    logprobs: int | None = None  # None: off; k: the sampled token's logprob plus the k likeliest
+    skip_special_tokens: bool = True  # False while parsing tool calls: markers may be special tokens
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probability under the model, and the likeliest alternatives."""
+
+    text: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
 @dataclass
 class Chunk:
-    """A piece of one choice's output; the last chunk of a choice carries ``finish_reason``."""
+    """A piece of one choice's output; the last chunk of a choice carries ``finish_reason``.
+
+    ``logprobs`` (when asked for) covers the tokens generated since the previous chunk of the choice.
+    """
 
     index: int
     text: str
     finish_reason: str | None = None
     completion_tokens: int = 0
     error: str | None = None
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass
@@ -68,11 +83,21 @@ class TokenizerPrompts:
 
     tokenizer: Any
 
-    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+    def encode_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                    continue_with: str = "") -> list[int]:  # fmt: skip
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError("this model's tokenizer has no chat template; use /v1/completions instead")
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer.encode(text + continue_with, add_special_tokens=False)
+
+    def chat_template_text(self) -> str | None:
+        """The Jinja the chat route renders with (tool support and tool-call format are read from it)."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        if isinstance(template, dict):  # several named templates: the tool one when present
+            return template.get("tool_use") or template.get("default")
+        return template
 
     def encode_text(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -85,9 +110,13 @@ class Backend(Protocol):
     model_id: str
     context_length: int
 
-    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of ``messages`` rendered with the model's own chat template (generation prompt on)."""
+    def encode_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                    continue_with: str = "") -> list[int]:  # fmt: skip
+        """Token ids of ``messages`` (and ``tools``) rendered with the model's own chat template, generation
+        prompt on, followed by ``continue_with`` (text the answer must start with)."""
         ...
+
+    def chat_template_text(self) -> str | None: ...
 
     def encode_text(self, text: str) -> list[int]:
         """Token ids of a raw completion prompt."""

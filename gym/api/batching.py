@@ -41,6 +41,7 @@ class TransformersBackend(TokenizerPrompts):
     """A :class:`gym.api.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
 
     name = "transformers"
+    supports_logprobs = True
 
     def __init__(self, model: Any, tokenizer: Any, model_id: str, max_batch_size: int = 32) -> None:
         self.model, self.tokenizer, self.model_id = model, tokenizer, model_id
@@ -120,18 +121,38 @@ class TransformersBackend(TokenizerPrompts):
                 waiting = self._take(block=not batch.seqs)
                 try:
                     if waiting:
-                        batch.admit(waiting)
+                        self._admit(batch, waiting)
                     if batch.seqs:
                         self._stats.max_batch_size = max(self._stats.max_batch_size, len(batch.seqs))
                         batch.step()
                         self._stats.steps += 1
                         self._stats.generated_tokens += len(batch.seqs)
                         batch.retire()
-                except Exception as error:  # noqa: BLE001 - one bad step must not kill the server
+                except Exception as error:  # noqa: BLE001 - a failed decode step must not kill the server
                     for seq in batch.seqs + [s for s in waiting if s not in batch.seqs]:
                         seq.fail(f"generation failed: {type(error).__name__}")
                     batch = RunningBatch(self.model, self.pad_id)
                 self._stats.active = len(batch.seqs)
+
+    def _admit(self, batch: Any, waiting: list[Sequence]) -> None:
+        """Prefill ``waiting`` together; when that fails, each alone, so only the culprit fails."""
+        vocab = self.model.get_input_embeddings().num_embeddings
+        good = []
+        for seq in waiting:
+            if not seq.prompt_ids or not all(0 <= t < vocab for t in seq.prompt_ids):
+                seq.fail("the prompt is empty or holds token ids this model does not have")
+            else:
+                good.append(seq)
+        if not good:
+            return
+        try:
+            batch.admit(good)
+        except Exception as error:  # noqa: BLE001 - find the sequence that cannot be prefilled
+            if len(good) == 1:
+                good[0].fail(f"generation failed for this request: {type(error).__name__}")
+                return
+            for seq in good:
+                self._admit(batch, [seq])
 
     def _take(self, block: bool) -> list[Sequence]:
         """Waiting sequences to admit now: block for the first one only when the batch is idle."""

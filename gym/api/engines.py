@@ -9,13 +9,42 @@ checks only that message.)
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
-from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts
-from gym.api.loading import ModelSource
+from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts, TokenLogprob
+from gym.api.loading import ADAPTER_CONFIG, ModelSource
 
 _ids = itertools.count()
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRA kernels are built for
+
+
+def adapter_rank(adapter_dir: str | Path) -> int:
+    """The largest LoRA rank in an adapter folder: ``r`` and any per-module ``rank_pattern`` override."""
+    config = json.loads((Path(adapter_dir) / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    ranks = [int(config.get("r") or 8), *(int(r) for r in (config.get("rank_pattern") or {}).values())]
+    return max(ranks)
+
+
+def vllm_engine_args(source: ModelSource) -> dict:
+    """Keyword arguments of vLLM's ``AsyncEngineArgs`` for ``source``.
+
+    vLLM sizes its LoRA buffers for ``max_lora_rank`` (16 unless told) and refuses a larger adapter at
+    the first request; the adapter's own rank, rounded up to a size vLLM supports, is passed instead.
+    """
+    args: dict = {"model": source.base, "tokenizer": source.tokenizer_path}
+    if source.adapter:
+        rank = adapter_rank(source.adapter)
+        supported = [r for r in VLLM_LORA_RANKS if r >= rank]
+        if not supported:
+            raise BackendUnavailable(
+                f"the adapter's LoRA rank is {rank}, above the largest rank vLLM serves "
+                f"({VLLM_LORA_RANKS[-1]}); use --backend transformers, or gym export --merge and serve the merge"
+            )
+        args.update(enable_lora=True, max_lora_rank=supported[0], max_loras=1)
+    return args
 
 
 def _require(module: str, extra: str) -> Any:
@@ -50,6 +79,7 @@ class _EngineAdapter(TokenizerPrompts):
 
 class VLLMBackend(_EngineAdapter):
     name = "vllm"
+    supports_logprobs = True
 
     @classmethod
     def from_source(cls, source: ModelSource, **_: Any) -> VLLMBackend:
@@ -60,9 +90,7 @@ class VLLMBackend(_EngineAdapter):
         super().__init__(source)
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
-        args = AsyncEngineArgs(
-            model=source.base, tokenizer=source.tokenizer_path, enable_lora=bool(source.adapter)
-        )
+        args = AsyncEngineArgs(**vllm_engine_args(source))
         self.engine = AsyncLLMEngine.from_engine_args(args)
         self.lora = None
         if source.adapter:
@@ -78,17 +106,36 @@ class VLLMBackend(_EngineAdapter):
         self._stats.requests += 1
         sampling = VSampling(
             n=n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-            stop=list(params.stop) or None, seed=params.seed,
+            stop=list(params.stop) or None, seed=params.seed, logprobs=params.logprobs,
+            skip_special_tokens=params.skip_special_tokens,
         )  # fmt: skip
-        sent = [0] * n
+        sent, sent_lp = [0] * n, [0] * n
         request = {"prompt_token_ids": prompt_ids}
         async for output in self.engine.generate(
             request, sampling, f"gym-{next(_ids)}", lora_request=self.lora
         ):
             for choice in output.outputs:
-                text = choice.text[sent[choice.index] :]
-                sent[choice.index] = len(choice.text)
-                yield Chunk(choice.index, text, choice.finish_reason, len(choice.token_ids))
+                i = choice.index
+                text = choice.text[sent[i] :]
+                sent[i] = len(choice.text)
+                logprobs = None
+                if params.logprobs is not None and choice.logprobs is not None:
+                    logprobs = [
+                        self._token_logprob(token, step, params.logprobs)
+                        for token, step in zip(
+                            choice.token_ids[sent_lp[i] :], choice.logprobs[sent_lp[i] :], strict=False
+                        )
+                    ]
+                    sent_lp[i] = len(choice.logprobs)
+                yield Chunk(i, text, choice.finish_reason, len(choice.token_ids), logprobs=logprobs)
+
+    def _token_logprob(self, token: int, step: dict, k: int) -> TokenLogprob:
+        """vLLM's ``{token_id: Logprob}`` for one position as Gym's :class:`TokenLogprob`."""
+        piece = lambda t: self.tokenizer.decode([t], skip_special_tokens=False)  # noqa: E731
+        ranked = sorted(step.items(), key=lambda item: -item[1].logprob)[:k]
+        return TokenLogprob(
+            piece(token), step[token].logprob, tuple((piece(t), lp.logprob) for t, lp in ranked)
+        )
 
     def close(self) -> None:
         shutdown = getattr(self.engine, "shutdown", None)
@@ -117,7 +164,7 @@ class SGLangBackend(_EngineAdapter):
         self._stats.requests += 1
         sampling = {
             "temperature": params.temperature, "top_p": params.top_p, "max_new_tokens": params.max_tokens,
-            "stop": list(params.stop) or None, "n": 1,
+            "stop": list(params.stop) or None, "n": 1, "skip_special_tokens": params.skip_special_tokens,
         }  # fmt: skip
         for index in range(n):  # one stream per choice keeps chunk order simple
             extra = {"sampling_seed": params.seed + index} if params.seed is not None else {}

@@ -101,10 +101,16 @@ class RunningBatch:
             old.values = torch.cat([left(old.values, 2), left(new.values, 2)], dim=0)
 
     def _sample(self, seqs: list[Sequence], logits: Any) -> list[int]:
+        """Next token of every row. A row that fails (sampling, decoding) fails alone and leaves the batch
+        at the next :meth:`retire`; the others go on."""
         greedy = logits.argmax(dim=-1).tolist()
         tokens = []
         for row, seq in enumerate(seqs):
-            token = greedy[row] if seq.params.greedy else seq.sample(logits[row])
-            seq.push(token)
+            token = self.pad_id
+            try:
+                token = greedy[row] if seq.params.greedy else seq.sample(logits[row])
+                seq.push(token, seq.token_logprob(token, logits[row]))
+            except Exception as error:  # noqa: BLE001 - isolate the sequence, keep the batch
+                seq.fail(f"generation failed for this request: {type(error).__name__}: {error}")
             tokens.append(token)
         return tokens

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym.api.backend import Chunk, SamplingParams
+from gym.api.backend import Chunk, SamplingParams, TokenLogprob
 
 
 @dataclass(eq=False)
@@ -28,6 +28,7 @@ class Sequence:
     finished: bool = False
     cancelled: bool = False
     _generator: Any = None
+    _logprobs: list[TokenLogprob] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -38,7 +39,8 @@ class Sequence:
         if self._generator is None and self.seed is not None:
             import torch
 
-            self._generator = torch.Generator().manual_seed(self.seed)
+            # any int64 seed (and seed + choice index) maps onto torch's unsigned 64-bit range
+            self._generator = torch.Generator().manual_seed(self.seed % (1 << 64))
         return self._generator
 
     def sample(self, logits):  # logits: 1-D float tensor
@@ -55,7 +57,26 @@ class Sequence:
             probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
         return int(torch.multinomial(probs.cpu(), 1, generator=self.generator()))
 
-    def push(self, token: int) -> None:
+    def token_logprob(self, token: int, logits) -> TokenLogprob | None:
+        """``token``'s log-probability (and the top ``params.logprobs`` alternatives), when asked for."""
+        k = self.params.logprobs
+        if k is None or token in self.eos_ids:
+            return None
+        import torch
+
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        top: tuple[tuple[str, float], ...] = ()
+        if k:
+            values, ids = torch.topk(logprobs, min(k, logprobs.shape[-1]))
+            top = tuple(
+                (self._piece(i), float(v)) for v, i in zip(values.tolist(), ids.tolist(), strict=True)
+            )
+        return TokenLogprob(self._piece(token), float(logprobs[token]), top)
+
+    def _piece(self, token: int) -> str:
+        return self.tokenizer.decode([token], skip_special_tokens=False)
+
+    def push(self, token: int, logprob: TokenLogprob | None = None) -> None:
         """Record a sampled token, stream what is safe to show, and finish on EOS, stop or length."""
         if self.done:
             return
@@ -63,7 +84,9 @@ class Sequence:
             self._finish("stop")
             return
         self.generated.append(token)
-        text = self.tokenizer.decode(self.generated, skip_special_tokens=True)
+        if logprob is not None:
+            self._logprobs.append(logprob)
+        text = self.decode()
         for stop in self.params.stop:
             at = text.find(stop)
             if at != -1:
@@ -74,8 +97,20 @@ class Sequence:
             return
         safe = len(text) - self._holdback(text)
         if safe > self.sent:
-            self.emit(Chunk(self.index, text[self.sent : safe], completion_tokens=len(self.generated)))
+            self.emit(
+                Chunk(self.index, text[self.sent : safe], completion_tokens=len(self.generated),
+                      logprobs=self._take_logprobs())
+            )  # fmt: skip
             self.sent = safe
+
+    def decode(self) -> str:
+        return self.tokenizer.decode(self.generated, skip_special_tokens=self.params.skip_special_tokens)
+
+    def _take_logprobs(self) -> list[TokenLogprob] | None:
+        if self.params.logprobs is None:
+            return None
+        taken, self._logprobs = self._logprobs, []
+        return taken
 
     def _holdback(self, text: str) -> int:
         if text.endswith("\ufffd"):
@@ -90,10 +125,13 @@ class Sequence:
 
     def _finish(self, reason: str, text: str | None = None) -> None:
         if text is None:
-            text = self.tokenizer.decode(self.generated, skip_special_tokens=True)
+            text = self.decode()
         self.finished = True
         tail = text[self.sent :] if len(text) > self.sent else ""
-        self.emit(Chunk(self.index, tail, finish_reason=reason, completion_tokens=len(self.generated)))
+        self.emit(
+            Chunk(self.index, tail, finish_reason=reason, completion_tokens=len(self.generated),
+                  logprobs=self._take_logprobs())
+        )  # fmt: skip
 
     def fail(self, message: str) -> None:
         if not self.finished:

@@ -31,7 +31,9 @@ def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None
             from gym.train.experiences import with_experiences
 
             messages = with_experiences(messages, system_prompt)
-        prompt = backend.encode_chat(messages)
+        import asyncio
+
+        prompt = await asyncio.to_thread(backend.encode_chat, messages)  # keep the event loop free
         length = backend.check_images(prompt, images) if images else len(prompt)
         room = max(1, min(max_tokens, backend.context_length - length))
         reply = ""

@@ -46,12 +46,25 @@ def serve(
         "--experiences",
         help="A training-free GRPO library (e.g. experiences/latest.json) put in every chat's system prompt.",
     ),
+    tool_parser: str | None = typer.Option(
+        None,
+        "--tool-parser",
+        help="How the model writes tool calls: hermes (Qwen2.5/Qwen3 <tool_call>) or llama3_json "
+        "(default: read from the chat template).",
+    ),
+    max_request_mb: float = typer.Option(
+        4.0, "--max-request-mb", help="Larger request bodies are refused with HTTP 413.", min=0.001
+    ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
     from gym.api.backend import BACKEND_NAMES, BackendUnavailable
 
     if backend not in BACKEND_NAMES:
         raise _fail(f"--backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}", 2)
+    from gym.api.tools.parsers import TOOL_PARSERS
+
+    if tool_parser is not None and tool_parser not in TOOL_PARSERS:
+        raise _fail(f"--tool-parser: expected one of {', '.join(TOOL_PARSERS)}, got {tool_parser!r}", 2)
     system_prompt, note = None, ""
     if experiences is not None:
         from gym.train.experiences import load_experiences, render_system_prompt
@@ -64,7 +77,8 @@ def serve(
     try:
         app = build_serving_app(model, backend, os.environ.get(api_key_env) or None, served_model_name,
                                 max_batch_size=max_batch_size, device=device,
-                                system_prompt=system_prompt)  # fmt: skip
+                                system_prompt=system_prompt, tool_parser=tool_parser,
+                                max_request_bytes=int(max_request_mb * 1024 * 1024))  # fmt: skip
     except BackendUnavailable as error:
         raise _fail(f"error: {error}") from None
     except (ValueError, FileNotFoundError, OSError) as error:
@@ -85,10 +99,14 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
     from gym.api.backend import create_backend
     from gym.api.loading import resolve_source
 
-    system_prompt = options.pop("system_prompt", None)
+    app_options = {
+        key: options.pop(key)
+        for key in ("system_prompt", "tool_parser", "max_request_bytes")
+        if key in options
+    }
     source = resolve_source(model, served_model_name)
     engine = create_backend(backend, source, **{k: v for k, v in options.items() if v is not None})
-    return create_app(engine, api_key=api_key, system_prompt=system_prompt)
+    return create_app(engine, api_key=api_key, **app_options)
 
 
 def export(

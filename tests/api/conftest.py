@@ -51,12 +51,13 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache (and one builtin:tiny build) for every serving test module of the session."""
     return tmp_path_factory.mktemp("xdg-cache")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_dir(cache_root: Path) -> Path:
     from gym.model.builtin import ensure_builtin
 

@@ -113,3 +113,40 @@ def test_lora_folder_is_served_and_merged(tiny_dir: Path, tmp_path: Path) -> Non
     with torch.no_grad():
         assert torch.allclose(AutoModelForCausalLM.from_pretrained(merged)(ids).logits, expected, atol=1e-5)
     assert AutoTokenizer.from_pretrained(merged).chat_template == tokenizer.chat_template
+
+
+@pytest.mark.slow
+def test_a_failing_sequence_fails_alone(tiny_dir: Path) -> None:
+    """Requests that reach the batch worker broken (no prompt tokens, ids the model lacks, a seed beyond
+    64 bits: what the HTTP door refuses, sent past it) fail alone; the batch they share goes on."""
+    backend = create_backend("transformers", resolve_source(str(tiny_dir), "tiny"))
+    greedy = SamplingParams(max_tokens=24, temperature=0.0)
+
+    async def run(prompt_ids: list[int], params: SamplingParams) -> tuple[str, str | None]:
+        text, error = "", None
+        async for chunk in backend.generate(prompt_ids, params):
+            text += chunk.text
+            error = chunk.error or error
+        return text, error
+
+    async def scenario() -> None:
+        good = [backend.encode_text(p) for p in ("Reverse: a b c", "The quick brown fox", "2 + 2 =")]
+        solo = [await run(ids, greedy) for ids in good]
+        bad = [
+            ([], greedy),
+            ([10**6], greedy),
+            (good[0], SamplingParams(max_tokens=24, temperature=0.7, seed=2**70)),
+            (good[1], SamplingParams(max_tokens=24, temperature=float("nan"))),
+        ]
+        results = await asyncio.gather(*(run(ids, greedy) for ids in good), *(run(i, p) for i, p in bad))
+        assert results[: len(good)] == solo
+        outcomes = results[len(good) :]
+        assert outcomes[0][1] and outcomes[1][1], outcomes  # refused by the worker, alone
+        assert outcomes[2][1] is None and outcomes[2][0]  # any int seed is reduced to torch's range
+        assert outcomes[3][1] and "generation failed for this request" in outcomes[3][1]
+
+    try:
+        asyncio.run(scenario())
+        assert backend.stats()["max_batch_size"] > 1
+    finally:
+        backend.close()

@@ -117,3 +117,56 @@ def test_errors(client: openai.OpenAI, server: str) -> None:
         _assert_openai_error(response, 400)
         assert response.json()["error"]["param"] == next(iter(bad))
     assert API_KEY not in response.text
+
+
+def test_chat_logprobs_streamed_and_not(client: openai.OpenAI) -> None:
+    kwargs = dict(model=MODEL, messages=[{"role": "user", "content": "Reverse: a b c"}], max_tokens=8,
+                  temperature=0, logprobs=True, top_logprobs=3)  # fmt: skip
+    full = client.chat.completions.create(**kwargs)
+    entries = full.choices[0].logprobs.content
+    assert "".join(e.token for e in entries) == full.choices[0].message.content
+    assert len(entries) == full.usage.completion_tokens
+    for e in entries:
+        assert len(e.top_logprobs) == 3 and e.logprob <= 0
+        assert e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == pytest.approx(e.logprob)
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+        assert bytes(e.bytes) == e.token.encode()
+    streamed = [
+        e for chunk in client.chat.completions.create(stream=True, **kwargs) for c in chunk.choices
+        if c.logprobs for e in c.logprobs.content
+    ]  # fmt: skip
+    assert [(e.token, round(e.logprob, 5)) for e in streamed] == [
+        (e.token, round(e.logprob, 5)) for e in entries
+    ]
+    plain = client.chat.completions.create(**{**kwargs, "logprobs": False, "top_logprobs": None})
+    assert plain.choices[0].logprobs is None
+
+
+def test_completion_logprobs_match_the_model(client: openai.OpenAI, tiny_dir) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    prompt = "The quick brown"
+    full = client.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=6, temperature=0.8, seed=5, logprobs=2
+    )
+    lp = full.choices[0].logprobs
+    assert "".join(lp.tokens) == full.choices[0].text and len(lp.tokens) == full.usage.completion_tokens
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    assert all(len(top) <= 2 for top in lp.top_logprobs)
+    # the reported numbers are the model's own log-probabilities of the sampled tokens
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
+    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    generated = tokenizer.encode(full.choices[0].text, add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids + generated])).logits[0, len(ids) - 1 : -1]
+    expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(generated)[:, None])[:, 0]
+    assert lp.token_logprobs == pytest.approx(expected.tolist(), abs=1e-3)
+    streamed = [
+        c.logprobs for chunk in client.completions.create(
+            model=MODEL, prompt=prompt, max_tokens=6, temperature=0.8, seed=5, logprobs=2, stream=True)
+        for c in chunk.choices if c.logprobs
+    ]  # fmt: skip
+    assert sum((s.tokens for s in streamed), []) == lp.tokens
+    assert sum((s.text_offset for s in streamed), []) == lp.text_offset
