@@ -115,6 +115,10 @@ def stage_deploy(config: GymConfig, echo: Callable[[str], None] = print) -> Stag
     """Push the model and its Space (``[hub]``), or only render the Space folder (``[space]`` alone)."""
     if config.hub is None:
         return _render_space_only(config)
+    if config.hub.push == "none":  # e.g. a pull request's run: the numbers are shown, the merge publishes
+        return StageOutcome(
+            "skipped", "hub.push = 'none': nothing pushed (`gym deploy` publishes this folder)"
+        )
     from gym.hub.push import plan_from_config, run_deploy
 
     plan = plan_from_config(config)
@@ -171,10 +175,45 @@ def run_local(
     """Run every stage in order, skipping those already done for this exact config (unless ``force``).
 
     On a rank other than 0 only the training stage runs (with the others), and no state is written.
+    A cloud job launched with report-back (``GYM_REPORT_TO``, see :mod:`action.report`) reports its
+    start, its eval table or its failure to the pull request from rank 0.
     """
-    folder = config.output_path
     check_push_token(config)
     main = rank() == 0
+    reporting = main and bool(os.environ.get("GYM_REPORT_TO"))
+    job = f"SkyPilot job `gym-{config.project.name}`"
+    if reporting:
+        from action.report import report_started
+
+        report_started(job, echo=echo)
+    try:
+        outcomes = _run_stages(config, force=force, echo=echo, main=main)
+    except Exception as error:
+        if reporting:
+            from action.report import report_finished
+            from gym.failures import first_line
+
+            report_finished(job=job, results=None, error=first_line(error), echo=echo)
+        raise
+    if not main:
+        return outcomes
+    from gym.launch.results import emit_results
+
+    folder = config.output_path
+    emit_results(folder, echo)  # a cloud run's results travel back through its log
+    if reporting:
+        from action.report import report_finished
+
+        results = folder / "eval_results.json"
+        data = json.loads(results.read_text(encoding="utf-8")) if results.is_file() else None
+        report_finished(job=job, results=data, echo=echo)
+    return outcomes
+
+
+def _run_stages(
+    config: GymConfig, *, force: bool, echo: Callable[[str], None], main: bool
+) -> dict[str, StageOutcome]:
+    folder = config.output_path
     digest = config_hash(config)
     state = read_state(folder)
     if state.get("config") != digest or force:
@@ -192,7 +231,8 @@ def run_local(
             )
             echo(f"[{name}] already done for this config, skipped (--force reruns it)")
             continue
-        echo(f"[{name}] running")
+        if main:
+            echo(f"[{name}] running")
         started = time.perf_counter()
         outcome = stage(config, echo)
         outcome.artifacts.setdefault("seconds", round(time.perf_counter() - started, 2))
@@ -201,11 +241,6 @@ def run_local(
             state["stages"][name] = {**asdict(outcome), "finished": time.time()}
             write_state(folder, state)
             echo(f"[{name}] {outcome.status}: {outcome.detail}")
-    if not main:
-        return outcomes
-    from gym.launch.results import emit_results
-
-    emit_results(folder, echo)  # a cloud run's results travel back through its log
     return outcomes
 
 
