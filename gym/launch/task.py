@@ -82,6 +82,12 @@ def secret_specs(config: GymConfig) -> list[SecretSpec]:
         add("HF_TOKEN", False, "downloading gated models from the Hub")
     if config.space is not None:
         add(config.space.api_key_env, False, "space.api_key_env")
+        if config.space.hf_token_env and hub is not None and hub.push != "none":
+            add(
+                config.space.hf_token_env,
+                hub.private,
+                "space.hf_token_env (the Space reads the private model)",
+            )
     for tracker in config.train.report_to:
         required, optional = TRACKER_ENV.get(tracker, ((), ()))
         for name in required:

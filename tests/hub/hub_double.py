@@ -27,6 +27,7 @@ class HubState:
     commits: list[str] = field(default_factory=list)  # "type:owner/name" per commit, in order
     fail: dict[str, list[int]] = field(default_factory=dict)  # route ("commit", "create") -> statuses
     downloads: list[str] = field(default_factory=list)
+    readers: list[str] = field(default_factory=list)  # read-only tokens: may download, never write
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
@@ -57,7 +58,8 @@ def create_hub_app(state: HubState):
         if info is None:
             return False
         if info.get("visibility") == "private" or info.get("private"):
-            return authorized(request)
+            header = request.headers.get("authorization", "")
+            return any(header == f"Bearer {token}" for token in state.readers) or authorized(request)
         return True
 
     def missing() -> JSONResponse:

@@ -53,12 +53,20 @@ class SkyDouble:
     """``with SkyDouble(tmp, base_env=...) as sky:`` sets nothing globally; pass ``sky.endpoint`` as
     ``SKYPILOT_API_SERVER_ENDPOINT`` to the process whose SDK should talk to it."""
 
-    def __init__(self, root: Path, *, base_env: dict[str, str] | None = None, gpus: int = 2) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        base_env: dict[str, str] | None = None,
+        gpus: int = 2,
+        master_port: int | None = None,
+    ) -> None:
         import sky.server.requests.requests  # noqa: F401 - imported now, not inside the client's first timeout
 
         self.root = Path(root)
         self.base_env = dict(base_env or {})
         self.gpus = gpus
+        self.master_port = master_port  # this machine is shared: torchrun gets a port known to be free
         self.jobs: dict[int, Job] = {}
         self.calls: list[dict[str, Any]] = []
         self.requests: dict[str, tuple[str, Any]] = {}  # request id -> (name, return value)
@@ -122,6 +130,8 @@ class SkyDouble:
             "SKYPILOT_TASK_ID": f"sky-managed-{job.job_id}_{job.name}",
             "SKYPILOT_CLUSTER_INFO": json.dumps({"cluster_name": job.name, "num_nodes": 1}),
         }
+        if self.master_port is not None:
+            env["GYM_MASTER_PORT"] = str(self.master_port)
         job.env = env
         job.status = "RUNNING"
         process = subprocess.Popen(
