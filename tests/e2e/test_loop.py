@@ -21,11 +21,8 @@ import pytest
 
 from tests.action.github_server import serve
 from tests.conftest import REPO
-from tests.e2e.loop import (
-    API_KEY, GITHUB_TOKEN, HF_TOKEN, POLICY_KEY, READ_TOKEN, REPORT_TOKEN, GitHubWithStatuses, action_env,
-    assert_no_secret, card_scores, chat_in_browser, comment_scores, eval_results_scores, files_under,
-    free_port, json_scores, login_refused, node_env, run_action, start_space, wait_healthy,
-)  # fmt: skip
+from tests.e2e import loop as e2e
+from tests.e2e.loop import GitHubWithStatuses
 from tests.hub.hub_double import HubDouble
 from tests.launch.sky_double import SkyDouble
 
@@ -114,13 +111,13 @@ def loop(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Loop]:
     (workspace / "data" / "train.jsonl").write_text("\n".join(rows) + "\n")
     (workspace / "gym.toml").write_text(SFT)
     cache = tmp_path / "cache"
-    github = GitHubWithStatuses(token=GITHUB_TOKEN)
+    github = GitHubWithStatuses(token=e2e.GITHUB_TOKEN)
     server, _ = serve(github)
-    hub = HubDouble(HF_TOKEN, free_port())
-    hub.state.readers.append(READ_TOKEN)
+    hub = HubDouble(e2e.HF_TOKEN, e2e.free_port())
+    hub.state.readers.append(e2e.READ_TOKEN)
     with hub:
-        sky = SkyDouble(tmp_path / "sky", base_env=node_env(tmp_path, hub.url, cache), gpus=gpus,
-                        master_port=free_port())  # fmt: skip
+        sky = SkyDouble(tmp_path / "sky", base_env=e2e.node_env(tmp_path, hub.url, cache), gpus=gpus,
+                        master_port=e2e.free_port())  # fmt: skip
         with sky:
             yield Loop(tmp_path, workspace, cache, hub, github, sky)
     server.shutdown()
@@ -136,15 +133,15 @@ def outputs(env: dict[str, str]) -> dict[str, str]:
 def assert_nothing_leaked(loop: Loop, *texts: str) -> None:
     """No secret value in any file, log, card, comment, status or task YAML of the run."""
     for index, text in enumerate(texts):
-        assert_no_secret(f"text #{index}", text)
+        e2e.assert_no_secret(f"text #{index}", text)
     for key, files in loop.hub.state.files.items():
         for path, content in files.items():
-            assert_no_secret(f"{key}/{path}", content)
+            e2e.assert_no_secret(f"{key}/{path}", content)
     for job in loop.sky.jobs.values():
-        assert_no_secret(f"the log of job {job.job_id}", "".join(job.lines))
+        e2e.assert_no_secret(f"the log of job {job.job_id}", "".join(job.lines))
         if job.node_dir is not None:
-            for path in files_under(job.node_dir):
-                assert_no_secret(str(path), path.read_bytes())
+            for path in e2e.files_under(job.node_dir):
+                e2e.assert_no_secret(str(path), path.read_bytes())
     for call in loop.sky.calls:  # secret values travel only as the task's `secrets`
         if call["path"] in ("/jobs/launch", "/launch", "/validate"):
             import yaml
@@ -152,23 +149,23 @@ def assert_nothing_leaked(loop: Loop, *texts: str) -> None:
             body = json.loads(call["body"])
             for doc in yaml.safe_load_all(body.get("task") or body.get("dag") or ""):
                 if isinstance(doc, dict):
-                    assert_no_secret(f"SkyPilot {call['path']}", json.dumps({k: v for k, v in doc.items()
+                    e2e.assert_no_secret(f"SkyPilot {call['path']}", json.dumps({k: v for k, v in doc.items()
                                                                              if k != "secrets"}))  # fmt: skip
         else:
-            assert_no_secret(f"SkyPilot {call['path']}", call["body"])
+            e2e.assert_no_secret(f"SkyPilot {call['path']}", call["body"])
     for recorded in loop.github.requests:
-        assert_no_secret(f"GitHub {recorded.path}", json.dumps(recorded.body))
+        e2e.assert_no_secret(f"GitHub {recorded.path}", json.dumps(recorded.body))
     for folder in (loop.workspace, loop.root / "runner-push", loop.root / "runner-pull_request"):
         if folder.is_dir():
-            for path in files_under(folder):
-                assert_no_secret(str(path), path.read_bytes())
+            for path in e2e.files_under(folder):
+                e2e.assert_no_secret(str(path), path.read_bytes())
 
 
 def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(loop: Loop) -> None:
     loop.github.compares["1" * 40 + "..." + "2" * 40] = [("gym.toml", "modified")]
-    env = action_env(loop.root, loop.github, PUSH, "push", loop.sky.endpoint, loop.workspace,
-                     GYM_INPUT_WAIT="true", GYM_API_KEY=API_KEY, HF_READ_TOKEN=READ_TOKEN)  # fmt: skip
-    done = run_action(env)
+    env = e2e.action_env(loop.root, loop.github, PUSH, "push", loop.sky.endpoint, loop.workspace,
+                     GYM_INPUT_WAIT="true", GYM_API_KEY=e2e.API_KEY, HF_READ_TOKEN=e2e.READ_TOKEN)  # fmt: skip
+    done = e2e.run_action(env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (job,) = loop.sky.jobs.values()
     log = "".join(job.lines)
@@ -187,31 +184,31 @@ def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(lo
         p for p in model if p.startswith(("checkpoint", "space/")) or p.endswith((".pt", ".pth", ".bin"))
     ]
     assert any(p.startswith(".eval_results/") for p in model)
-    assert state.secrets[SPACE] == {"GYM_API_KEY": API_KEY, "HF_TOKEN": READ_TOKEN}
+    assert state.secrets[SPACE] == {"GYM_API_KEY": e2e.API_KEY, "e2e.HF_TOKEN": e2e.READ_TOKEN}
     assert state.hardware[SPACE] == "t4-small"
 
     # the same numbers in the action's output, eval_results.json, the card's model-index and .eval_results/
     results = json.loads(model["eval_results.json"])
     action_results = json.loads(outputs(env)["results-json"])[0]["results"]
-    assert json_scores(action_results) == json_scores(results)
-    assert card_scores(model["README.md"].decode()) == json_scores(results)
-    assert eval_results_scores(model) == json_scores(results)
+    assert e2e.json_scores(action_results) == e2e.json_scores(results)
+    assert e2e.card_scores(model["README.md"].decode()) == e2e.json_scores(results)
+    assert e2e.eval_results_scores(model) == e2e.json_scores(results)
 
     # the Space, as the Hub would start it: private model read with its own token; API and chat keyed
-    space = start_space(SPACE, loop.hub.url, state.secrets[SPACE], loop.root, loop.cache)
+    space = e2e.start_space(SPACE, loop.hub.url, state.secrets[SPACE], loop.root, loop.cache)
     try:
-        wait_healthy(space)
+        e2e.wait_healthy(space)
         import openai
 
-        client = openai.OpenAI(base_url=space.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+        client = openai.OpenAI(base_url=space.url + "/v1", api_key=e2e.API_KEY, max_retries=0, timeout=120)
         assert [m.id for m in client.models.list().data] == [MODEL]
         reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Reverse: a b"}],
                                                max_tokens=8, temperature=0)  # fmt: skip
         assert reply.choices[0].message.content is not None
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=space.url + "/v1", api_key="sk-wrong", max_retries=0).models.list()
-        assert login_refused(space.url, "sk-wrong")
-        shown = chat_in_browser(space.url, API_KEY, "Reverse: c d", loop.root / "chat.png")
+        assert e2e.login_refused(space.url, "sk-wrong")
+        shown = e2e.chat_in_browser(space.url, e2e.API_KEY, "Reverse: c d", loop.root / "chat.png")
         assert shown.strip()
         assert any(path.endswith("adapter_model.safetensors") for path in state.downloads)
     finally:
@@ -225,9 +222,9 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     github.pulls[8] = {"head_repo": "acme/models"}
     github.files[8] = [("gym.toml", "modified")]
     github.labels[8] = ["gym:launch"]
-    env = action_env(loop.root, github, labelled_pr(8), "pull_request", loop.sky.endpoint, loop.workspace,
-                     GYM_INPUT_WAIT="false", GYM_REPORT_TOKEN=REPORT_TOKEN, GYM_API_KEY=API_KEY)  # fmt: skip
-    done = run_action(env, timeout=300)
+    env = e2e.action_env(loop.root, github, labelled_pr(8), "pull_request", loop.sky.endpoint, loop.workspace,
+                     GYM_INPUT_WAIT="false", GYM_REPORT_TOKEN=e2e.REPORT_TOKEN, GYM_API_KEY=e2e.API_KEY)  # fmt: skip
+    done = e2e.run_action(env, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (comment,) = github.comments[8]
     assert "the job posts its eval table here when it ends" in comment["body"]
@@ -241,7 +238,7 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     body = comment["body"]
     assert body.startswith("<!-- gym-action config=gym.toml -->") and "🚀 launched and evaluated" in body
     results = json.loads((job.node_dir / "outputs" / "support-bot" / "eval_results.json").read_text())
-    assert comment_scores(body) == json_scores(results) and json_scores(results)
+    assert e2e.comment_scores(body) == e2e.json_scores(results) and e2e.json_scores(results)
     states = [(s["state"], s["context"]) for s in github.statuses]
     assert states == [("pending", "gym / gym.toml"), ("success", "gym / gym.toml")]
     assert all(s["sha"] == "a" * 40 for s in github.statuses)
@@ -301,12 +298,12 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
         {"prompt": "Q-equal: say right", "answer": "right"},
     ]
     (loop.workspace / "data" / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with scripted_server(default_script, api_key=POLICY_KEY) as policy:
+    with scripted_server(default_script, api_key=e2e.POLICY_KEY) as policy:
         (loop.workspace / "gym.toml").write_text(TRAINING_FREE.format(api_base=policy.url))
         loop.github.compares["1" * 40 + "..." + "2" * 40] = [("gym.toml", "modified")]
-        env = action_env(loop.root, loop.github, PUSH, "push", loop.sky.endpoint, loop.workspace,
-                         GYM_INPUT_WAIT="true", POLICY_API_KEY=POLICY_KEY)  # fmt: skip
-        done = run_action(env)
+        env = e2e.action_env(loop.root, loop.github, PUSH, "push", loop.sky.endpoint, loop.workspace,
+                         GYM_INPUT_WAIT="true", POLICY_API_KEY=e2e.POLICY_KEY)  # fmt: skip
+        done = e2e.run_action(env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (job,) = loop.sky.jobs.values()
     log = "".join(job.lines)
@@ -326,17 +323,19 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
     )
     results = json.loads(model["eval_results.json"])
     assert "+ experiences" in results["model"] and "without experiences" in results["base_model"]
-    assert card_scores(card) == json_scores(results) == eval_results_scores(model)
+    assert e2e.card_scores(card) == e2e.json_scores(results) == e2e.eval_results_scores(model)
     space_files = state.files["space:acme/tf-bot-chat"]
     settings = json.loads(space_files["gym_space.json"])
     assert settings["model"] == "builtin:tiny" and settings["experiences"] == "experiences.json"
     assert json.loads(space_files["experiences.json"]) == json.loads(model["experiences.json"])
-    assert "HF_TOKEN" not in state.secrets.get("acme/tf-bot-chat", {})  # a public model needs no read token
+    assert "e2e.HF_TOKEN" not in state.secrets.get(
+        "acme/tf-bot-chat", {}
+    )  # a public model needs no read token
 
-    space = start_space("acme/tf-bot-chat", loop.hub.url, state.secrets.get("acme/tf-bot-chat", {}),
+    space = e2e.start_space("acme/tf-bot-chat", loop.hub.url, state.secrets.get("acme/tf-bot-chat", {}),
                         loop.root, loop.cache)  # fmt: skip
     try:
-        wait_healthy(space)
+        e2e.wait_healthy(space)
         import openai
 
         client = openai.OpenAI(base_url=space.url + "/v1", api_key="unused", max_retries=0, timeout=120)
