@@ -316,6 +316,7 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
     assert {"experiences.json", "training_free.json", "README.md", "eval_results.json"} <= set(model)
     assert not [p for p in model if p.endswith((".safetensors", ".bin"))]  # a frozen base: no weights pushed
     library = json.loads(model["experiences.json"])["experiences"]
+    assert library, "the scripted learner proposes experiences: the library cannot be empty"
     card = model["README.md"].decode()
     assert (
         "frozen base model `builtin:tiny`" in card
