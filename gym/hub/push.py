@@ -148,8 +148,10 @@ def plan_from_config(
         experiences=str(model_dir / "experiences.json") if (model_dir / "experiences.json").is_file() else None,
         card_repo=repo,
     )  # fmt: skip
+    if config is not None and space_cfg is None and space_id is None:
+        space = None  # a gym.toml without [space] asks for no Space; the bare command line gets one
     space_token_env = space_cfg.hf_token_env if space_cfg else None
-    if space_token_env is None and private:
+    if space_token_env is None and private and space is not None:
         space_token_env = "--hf_token" if token_flag else token_env
     return DeployPlan(
         model_dir=model_dir, model_repo=repo, push=hub.push if hub else "adapter",
