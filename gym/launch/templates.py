@@ -46,7 +46,7 @@ if [ -n "${GYM_TRAIN_CMD:-}" ]; then
 else
   eval "set -- gym launch ${GYM_CONFIG:+\\"\\$GYM_CONFIG\\"} ${GYM_FLAGS:-}"
 fi
-echo "gym: node $NODE_RANK of $NUM_NODES starts $NPROC process(es)"
+echo "gym: node $NODE_RANK of $NUM_NODES starts $NPROC process(es)" >&2
 if [ "$NUM_NODES" -gt 1 ] || [ "$NPROC" -gt 1 ]; then
   exec torchrun --nnodes="$NUM_NODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC" \\
     --master_addr="$MASTER_ADDR" --master_port="${GYM_MASTER_PORT:-29500}" --no-python "$@"
