@@ -90,7 +90,7 @@ def _report_target(request: LaunchRequest):
 
 
 def launch_here(request: LaunchRequest) -> LaunchOutcome:
-    """train → eval → card → Space on this runner; the eval table is ready when it returns."""
+    """train → eval → card → push + Space on this runner; the eval table is ready when it returns."""
     from gym.launch.local import run_local
 
     outcomes = run_local(request.config, echo=request.echo)
