@@ -9,6 +9,10 @@ started with ``bash -c`` and the task's ``envs`` and ``secrets`` as environment 
 ``SKYPILOT_*`` variables of a one-node cluster with ``gpus`` "GPUs" (so the run script starts that many
 torchrun ranks). Its output is the job's log, streamed back through ``/jobs/logs`` and ``/logs`` while
 it runs. Seeded jobs (``add_job``) give status and log tests their canned records.
+
+``preempt`` (a predicate polled while a managed job runs) plays a spot preemption once: the node's
+processes are killed, and the job is recovered as SkyPilot's controller does it, on a *fresh* node
+(a new copy of the workdir, nothing else carried over), with ``recovery_count`` raised.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,6 +73,7 @@ class SkyDouble:
         self.base_env = dict(base_env or {})
         self.gpus = gpus
         self.master_port = master_port  # this machine is shared: torchrun gets a port known to be free
+        self.preempt: Callable[[Job], bool] | None = None
         self.jobs: dict[int, Job] = {}
         self.calls: list[dict[str, Any]] = []
         self.requests: dict[str, tuple[str, Any]] = {}  # request id -> (name, return value)
@@ -106,8 +113,18 @@ class SkyDouble:
         return job
 
     def _execute(self, job: Job) -> None:
+        while True:
+            preempted = self._attempt(job)
+            if not preempted:
+                return
+            job.recovery_count += 1
+            job.status = "RECOVERING"
+            job.lines.append(f"[sky double] job {job.job_id} preempted; recovering on a new node\n")
+
+    def _attempt(self, job: Job) -> bool:
+        """Run the task once on a fresh node; True when it was preempted (and must be recovered)."""
         task = job.task
-        node = self.root / f"node-{job.job_id}"
+        node = self.root / f"node-{job.job_id}-{job.recovery_count}"
         workdir = node / "sky_workdir"
         if task.get("workdir"):
             shutil.copytree(task["workdir"], workdir, symlinks=True)
@@ -118,7 +135,7 @@ class SkyDouble:
         if check.returncode:
             job.lines.append(f"setup is not valid bash: {check.stderr}\n")
             job.finish("FAILED_SETUP")
-            return
+            return False
         env = {
             **self.base_env,
             **{k: str(v) for k, v in (task.get("envs") or {}).items()},
@@ -135,14 +152,33 @@ class SkyDouble:
         job.env = env
         job.status = "RUNNING"
         process = subprocess.Popen(
-            ["bash", "-c", task.get("run") or ":"], cwd=workdir, env=env,
+            ["bash", "-c", task.get("run") or ":"], cwd=workdir, env=env, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         assert process.stdout is not None
+        preempted = threading.Event()
+        watcher = None
+        if self.preempt is not None and job.recovery_count == 0:
+            watcher = threading.Thread(target=self._watch, args=(job, process, preempted), daemon=True)
+            watcher.start()
         for line in process.stdout:
             job.lines.append(line)
         job.returncode = process.wait()
+        if watcher is not None:
+            watcher.join(timeout=5)
+        if preempted.is_set():
+            return True
         job.finish("SUCCEEDED" if job.returncode == 0 else "FAILED")
+        return False
+
+    def _watch(self, job: Job, process: subprocess.Popen, preempted: threading.Event) -> None:
+        assert self.preempt is not None
+        while process.poll() is None:
+            if self.preempt(job):
+                preempted.set()
+                os.killpg(process.pid, signal.SIGKILL)  # the whole node goes away: torchrun and every rank
+                return
+            time.sleep(0.2)
 
     def find(self, name: str | None, job_id: int | None) -> Job | None:
         if job_id is not None:
