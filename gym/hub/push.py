@@ -72,7 +72,8 @@ class DeployPlan:
                 f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API and chat open'})"
             )
             if self.space_token_env:
-                out.append(f"space  HF_TOKEN secret from ${self.space_token_env} (reads the private model)")
+                source = "--hf_token" if self.space_token_env == "--hf_token" else f"${self.space_token_env}"
+                out.append(f"space  HF_TOKEN secret from {source} (reads the private model)")
         out.append(f"token  {'from --hf_token' if self.token and self.token_env == '--hf_token' else '$' + self.token_env}"
                    f"{'' if self.token else ' (not set)'}")  # fmt: skip
         return out

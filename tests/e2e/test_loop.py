@@ -184,7 +184,7 @@ def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(lo
         p for p in model if p.startswith(("checkpoint", "space/")) or p.endswith((".pt", ".pth", ".bin"))
     ]
     assert any(p.startswith(".eval_results/") for p in model)
-    assert state.secrets[SPACE] == {"GYM_API_KEY": e2e.API_KEY, "e2e.HF_TOKEN": e2e.READ_TOKEN}
+    assert state.secrets[SPACE] == {"GYM_API_KEY": e2e.API_KEY, "HF_TOKEN": e2e.READ_TOKEN}
     assert state.hardware[SPACE] == "t4-small"
 
     # the same numbers in the action's output, eval_results.json, the card's model-index and .eval_results/
@@ -329,7 +329,7 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
     settings = json.loads(space_files["gym_space.json"])
     assert settings["model"] == "builtin:tiny" and settings["experiences"] == "experiences.json"
     assert json.loads(space_files["experiences.json"]) == json.loads(model["experiences.json"])
-    assert "e2e.HF_TOKEN" not in state.secrets.get(
+    assert "HF_TOKEN" not in state.secrets.get(
         "acme/tf-bot-chat", {}
     )  # a public model needs no read token
 
