@@ -98,7 +98,18 @@ def create_hub_app(state: HubState):
         if not authorized(request):
             return denied()
         body = await request.json()
-        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in body["files"]]
+        stored = state.files.get(f"{kind}:{owner}/{name}", {})
+
+        def oid(path: str) -> str | None:  # git's blob sha1 of what the repo holds, as the Hub answers it
+            if path not in stored:
+                return None
+            import hashlib
+
+            content = stored[path]
+            return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": oid(f["path"])}
+                 for f in body["files"]]  # fmt: skip
         return {"files": files, "commitOid": "0" * 40}
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")

@@ -129,6 +129,9 @@ def test_deploy_from_gym_toml(lora_dir: Path, cache_root: Path) -> None:
         # again: the repos exist (409 from create_repo is fine) and the files are updated
         again = gym(["deploy", str(config)], cache_root, REPO, **env)
         assert again.returncode == 0, again.stdout + again.stderr
+        # nothing changed: the Hub answers each file's oid and the client makes no empty commit, so a
+        # retry after a push that did land (a job preempted right after it) still leaves one model commit
+        assert state.commits.count("model:acme/tiny-lora") == 1
 
         # a wrong token fails cleanly and the message does not contain it
         wrong = "hf_WrongTokenAlsoSecret987654321"
