@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser
+.PHONY: venv demo test test-fast lint docs clean browser bench
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -37,6 +37,11 @@ test: $(STAMP) browser
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
+# Side-by-side performance against LLaMA-Factory, plain TRL and `transformers serve` (not part of `make test`):
+# builds the peers' venv under .bench/ (once) and the 26M model, runs each comparison, prints one table of ratios.
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check gym tests bench action
 	$(BIN)/ruff format --check gym tests bench action
@@ -46,4 +51,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis outputs
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis outputs .bench

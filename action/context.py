@@ -57,6 +57,7 @@ class Inputs:
     cloud: bool = True
     launch_label: str = DEFAULT_LABEL
     wait: bool = True  # cloud runs: follow the job to its end and post its eval table
+    comment_author: str = ""  # who the token comments as, when GET /user cannot say (GitHub App tokens)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -71,7 +72,19 @@ class Inputs:
         wait = env.get("GYM_INPUT_WAIT", "true").strip().lower() or "true"
         if wait not in ("true", "false"):
             raise ActionError(f"input wait: expected true or false, got {wait!r}")
-        return cls(configs=configs, mode=mode, cloud=cloud == "true", launch_label=label, wait=wait == "true")
+        author = env.get("GYM_INPUT_COMMENT_AUTHOR", "").strip().removeprefix("@")
+        if author and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?", author):
+            raise ActionError(
+                f"input comment-author: expected a GitHub login such as my-app[bot], got {author!r}"
+            )
+        return cls(
+            configs=configs,
+            mode=mode,
+            cloud=cloud == "true",
+            launch_label=label,
+            wait=wait == "true",
+            comment_author=author,
+        )
 
 
 @dataclass

@@ -2,28 +2,23 @@
 
 Calls: get the repository, get the pull request (fork or not), list its files and labels, compare
 the commits of a push, and list / create / edit issue comments for the one sticky comment per
-config. The sticky comment is found by a hidden marker at the *start* of its body, so a reply that
-quotes it (which starts with ``>``) is never mistaken for it.
+config (see :mod:`action.sticky`: marker at the start *and* the token's own author), read who
+applied the launch label last and with which role, and remove the label once its approval is used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from action.changes import ChangedFile
 from action.context import ZERO_SHA, Context
-from action.policy import PullFacts
+from action.policy import KNOWN_ROLES, LAUNCH_ROLES, Approval, PullFacts
+from action.sticky import Sticky, StickyResult, find_sticky, own_login, write_sticky
 
 if TYPE_CHECKING:
     from github.PullRequest import PullRequest
     from github.Repository import Repository
-
-
-@dataclass(frozen=True)
-class CommentResult:
-    url: str
-    created: bool
 
 
 class GitHubAPI:
@@ -32,10 +27,16 @@ class GitHubAPI:
     def __init__(self, context: Context, token: str) -> None:
         from github import Auth, Github
 
-        self._github = Github(base_url=context.api_url, auth=Auth.Token(token))
+        # PyGithub spaces requests out (0.25 s, 1 s between writes) for GitHub's secondary rate limits;
+        # an API on this machine (a caching proxy, the tests' recording server) has none to respect.
+        local = urlsplit(context.api_url).hostname in ("127.0.0.1", "localhost", "::1")
+        pace = {"seconds_between_requests": 0, "seconds_between_writes": 0} if local else {}
+        self._github = Github(base_url=context.api_url, auth=Auth.Token(token), **pace)
         self._name = context.repository
         self._repo: Repository | None = None
         self._pulls: dict[int, PullRequest] = {}
+        self._own: str | None = None
+        self._author = context.inputs.comment_author
 
     @property
     def repo(self) -> Repository:
@@ -69,13 +70,50 @@ class GitHubAPI:
             files = self.repo.compare(before, after).files
         return [ChangedFile(f.filename, f.status) for f in files]
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> CommentResult:
-        """Edit the comment that starts with ``marker``, or create it: one comment per config, ever."""
-        pull = self._pull(number)
-        for comment in pull.get_issue_comments():
-            if (comment.body or "").startswith(marker):
-                if comment.body != body:
-                    comment.edit(body)
-                return CommentResult(comment.html_url, created=False)
-        created = pull.create_issue_comment(body)
-        return CommentResult(created.html_url, created=True)
+    @property
+    def own_login(self) -> str:
+        """Who comments written with this token are by (see :func:`action.sticky.own_login`)."""
+        if self._own is None:
+            self._own = self._author or own_login(self._github)
+        return self._own
+
+    def sticky(self, number: int, marker: str) -> Sticky:
+        return find_sticky(self._pull(number), marker, self.own_login)
+
+    def write_sticky(self, number: int, sticky: Sticky, body: str) -> StickyResult:
+        return write_sticky(self._pull(number), sticky, body)
+
+    def latest_label_event(self, number: int, label: str) -> Approval | None:
+        """Who applied ``label`` last (the latest ``labeled`` issue event) and their role now.
+
+        The role comes from the collaborator permission API at run time: ``role_name`` tells
+        ``maintain`` from ``write`` and ``triage`` from ``read``; a custom role falls back to its base
+        ``permission`` (``admin``/``write`` may launch).
+        """
+        from github import GithubException
+
+        latest = None
+        for event in self._pull(number).get_issue_events():
+            if event.event == "labeled" and event.label is not None and event.label.name == label:
+                latest = event
+        if latest is None or latest.actor is None:
+            return None
+        actor = str(latest.actor.login)
+        try:
+            role = self.repo.get_collaborator_role_name(actor)
+        except GithubException as error:
+            if error.status != 404:
+                raise
+            # the account is gone or unknown to the repository: no role at all
+            return Approval(actor=actor, role="no", allowed=False, event_id=int(latest.id))
+        except KeyError:  # an older GitHub Enterprise Server answers without role_name
+            role = "unnamed role"
+        allowed = role in LAUNCH_ROLES
+        if role not in KNOWN_ROLES:
+            base = self.repo.get_collaborator_permission(actor)
+            allowed = base in ("admin", "write")
+            role = f"{role} (based on {base})"
+        return Approval(actor=actor, role=role, allowed=allowed, event_id=int(latest.id))
+
+    def remove_label(self, number: int, label: str) -> None:
+        self._pull(number).remove_from_labels(label)

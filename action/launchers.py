@@ -15,11 +15,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from action.outcome import LaunchOutcome
 
 if TYPE_CHECKING:
+    from action.sticky import RunState
     from gym.config import GymConfig
 
 
@@ -33,6 +34,9 @@ class LaunchRequest:
     echo: Callable[[str], None] = print
     labels: dict[str, str] = field(default_factory=dict)  # event facts, for launchers that tag runs
     wait: bool = False  # cloud: follow the job until it ends and bring its eval results back
+    # Called once the job is submitted, before following it: the action records the job id in its
+    # comment then, so a workflow run cancelled while it waits still leaves the job findable.
+    on_submitted: Callable[[LaunchOutcome], None] = lambda launch: None
 
 
 Launcher = Callable[[LaunchRequest], LaunchOutcome]
@@ -71,6 +75,9 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     if not (request.wait and result.job_id is not None):
         later = "; the job posts its eval table here when it ends" if target is not None else ""
         return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted{later}")
+    request.on_submitted(
+        LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted; following it")
+    )
     request.echo(f"following SkyPilot {kind} {job} until it finishes")
     results = wait_for_results(request.config, result.job_id, managed=result.managed)
     detail = f"SkyPilot {kind} `{result.name}` finished" + ("" if results else " without eval results")
@@ -100,3 +107,32 @@ def launch_here(request: LaunchRequest) -> LaunchOutcome:
 
 def default_launcher(request: LaunchRequest) -> LaunchOutcome:
     return launch_on_cloud(request) if request.cloud else launch_here(request)
+
+
+class JobControl(Protocol):
+    """What the action asks about a job it launched earlier (recorded in its sticky comment)."""
+
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        """The job's status now and whether it has ended; None when the job is not found."""
+        ...
+
+    def cancel(self, state: RunState) -> None:
+        """Stop the job; raises :class:`gym.launch.task.LaunchError` when it cannot."""
+        ...
+
+
+class SkyPilotJobs:
+    """:class:`JobControl` through SkyPilot's SDK (``sky.jobs.queue_v2``, ``sky.jobs.cancel``)."""
+
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        from gym.launch.cloud import job_status
+
+        if not state.job_id.isdigit():  # a run on the runner itself: it ended with its workflow run
+            return ("ended", True)
+        return job_status(state.name, int(state.job_id), managed=state.managed)
+
+    def cancel(self, state: RunState) -> None:
+        from gym.launch.cloud import cancel_job
+
+        if state.job_id.isdigit():
+            cancel_job(state.name, int(state.job_id), managed=state.managed)

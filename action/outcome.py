@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from action.sticky import RunState
 
 
 @dataclass
@@ -21,6 +24,8 @@ class PlanView:
     notes: list[str] = field(default_factory=list)
     task_yaml: str = ""
     stages: list[str] = field(default_factory=list)
+    price: str = ""  # hourly estimate from SkyPilot's cached catalog, or "unknown (why)"
+    max_runtime: str = ""  # what bounds the run's duration
 
 
 @dataclass
@@ -44,6 +49,8 @@ class ConfigOutcome:
     launch: LaunchOutcome | None = None
     error: str = ""  # a plan or launch failure, one sentence
     log: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)  # one line each: why it launched or did not
+    job: RunState | None = None  # the job the comment describes (this run's launch, or the previous one)
 
     @property
     def ok(self) -> bool:
@@ -56,7 +63,9 @@ class ConfigOutcome:
             "valid": not self.issues,
             "ok": self.ok,
             "launched": self.launch is not None,
-            "job_id": self.launch.job_id if self.launch else None,
+            "job_id": self.launch.job_id if self.launch else (self.job.job_id if self.job else None),
+            "sha": self.job.sha if self.job else None,
+            "job_state": self.job.state if self.job else None,
             "comment_url": comment_url or None,
             "results": self.launch.results if self.launch else None,
         }

@@ -35,7 +35,7 @@ def fence(text: str, lang: str = "text") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
 
 
-def _status(outcome: ConfigOutcome) -> str:
+def _status(outcome: ConfigOutcome, sha: str = "") -> str:
     if outcome.issues:
         count = len(outcome.issues)
         return f"❌ {count} problem{'s' if count != 1 else ''} in the config"
@@ -43,6 +43,9 @@ def _status(outcome: ConfigOutcome) -> str:
         return "❌ " + ("launch failed" if outcome.mode == "launch" else "cannot be planned")
     if outcome.launch is not None:
         return "🚀 launched" + (" and evaluated" if outcome.launch.results else "")
+    job = outcome.job
+    if job is not None and sha and job.sha == sha:
+        return f"🔁 job {job.job_id} for this commit: {job.state}"
     return "✅ valid" + (", plan below" if outcome.plan else "")
 
 
@@ -59,6 +62,10 @@ def _plan_table(plan: PlanView) -> str:
         rows.append(("nodes", str(plan.num_nodes or 1)))
         if plan.infra:
             rows.append(("infra", code(plan.infra)))
+        if plan.max_runtime:
+            rows.append(("max runtime", plan.max_runtime))
+        if plan.price:
+            rows.append(("hourly price", plan.price))
     else:
         rows.append(("runs on", "this runner (`cloud: false`)"))
         rows.append(("stages", " → ".join(plan.stages)))
@@ -66,6 +73,19 @@ def _plan_table(plan: PlanView) -> str:
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
     notes = "".join(f"- {note}\n" for note in plan.notes)
     return table + ("\n" + notes if notes else "")
+
+
+def _job_line(outcome: ConfigOutcome) -> str:
+    job = outcome.job
+    if job is None:
+        return ""
+    kind = "managed job" if job.managed else "cluster job"
+    who = f" · approved by @{job.approved_by}" if job.approved_by else ""
+    earlier = "".join(f"\n- earlier: {line}" for line in job.history[-5:])
+    return (
+        f"**Job:** SkyPilot {kind} {code(job.job_id)} · commit {code(job.sha[:12])} · "
+        f"state **{job.state}**{who}{earlier}\n"
+    )
 
 
 def _results(outcome: ConfigOutcome) -> str:
@@ -113,8 +133,14 @@ def _shrink(section: _Section, budget: int, run_url: str) -> _Section:
 
 def render(outcome: ConfigOutcome, *, run_url: str = "", sha: str = "", limit: int = MAX_BODY) -> str:
     """The whole comment for one config; never longer than ``limit`` characters."""
-    head = [marker(outcome.path), f"### Gym · {code(outcome.path)} · {_status(outcome)}", ""]
-    head.append(f"**Mode:** {outcome.mode} — {outcome.reason}\n")
+    first = marker(outcome.path) + ("\n" + outcome.job.line() if outcome.job is not None else "")
+    head = [first, f"### Gym · {code(outcome.path)} · {_status(outcome, sha)}", ""]
+    head.append(f"**Mode:** {outcome.mode}\n")
+    decisions = outcome.decisions or [outcome.reason]
+    head.append("".join(f"- {line}\n" for line in decisions))
+    job = _job_line(outcome)
+    if job:
+        head.append(job)
     if outcome.issues:
         head.append("#### Problems\n\n" + fence("\n".join(outcome.issues)))
     if outcome.error:

@@ -98,20 +98,20 @@ class Reporter:
             context=STATUS_CONTEXT.format(config=self.target.config),
         )
 
-    def comment(self, body: str) -> str:
-        """Edit the config's sticky comment (the action's marker), or create it when the action posted none."""
+    def comment(self, build: Callable[[str], str]) -> str:
+        """Edit the config's sticky comment (the action's marker) with ``build(its body)``, or create it
+        when the action posted none. Editing keeps the comment's author: the action still finds it as its own."""
         from action.render import marker
 
         if self.target.pull is None:
             return ""
-        body = self.redact(body)
         pull = self._repo().get_pull(self.target.pull)
         tag = marker(self.target.config)
         for existing in pull.get_issue_comments():
             if (existing.body or "").startswith(tag):
-                existing.edit(body)
+                existing.edit(self.redact(build(existing.body or "")))
                 return existing.html_url
-        return pull.create_issue_comment(body).html_url
+        return pull.create_issue_comment(self.redact(build(""))).html_url
 
 
 def _reporter(env: Mapping[str, str], echo: Callable[[str], None]) -> Reporter | None:
@@ -167,11 +167,15 @@ def report_finished(
     detail = (
         f"{job} finished" + ("" if results else " without eval results") if not error else f"{job} failed"
     )
-    outcome = ConfigOutcome(
-        path=target.config, mode="launch", reason="reported by the job when it ended",
-        launch=LaunchOutcome(detail=detail, results=results), error=error,
-    )  # fmt: skip
-    body = render(outcome, run_url=target.run_url, sha=target.sha)
+
+    def body(existing: str) -> str:
+        outcome = ConfigOutcome(
+            path=target.config, mode="launch", reason="reported by the job when it ended",
+            launch=LaunchOutcome(detail=detail, results=results), error=error,
+            job=_ended_job(existing, failed=bool(error)),
+        )  # fmt: skip
+        return render(outcome, run_url=target.run_url, sha=target.sha)
+
     url = (
         _safely(echo, "update the pull request comment", lambda: reporter.comment(body), reporter.token) or ""
     )
@@ -180,6 +184,18 @@ def report_finished(
     if url:
         echo(f"reported to {url}")
     return url
+
+
+def _ended_job(existing: str, *, failed: bool) -> Any:
+    """The action's job record (its hidden RunState line) carried over, marked ended: the next action run
+    then knows there is nothing left to cancel."""
+    from action.sticky import RunState
+
+    state = RunState.parse(existing)
+    if state is not None:
+        state.state = "failed" if failed else "finished"
+        state.ended = True
+    return state
 
 
 def _summary(results: dict[str, Any] | None) -> str:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from action.changes import workspace_path
 from action.context import ActionError
 from action.launchers import Launcher, LaunchRequest
-from action.outcome import ConfigOutcome, PlanView
+from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation
 from action.policy import Decision
+from action.pricing import estimate
 
 if TYPE_CHECKING:
     from gym.config import ConfigError, ConfigIssue, GymConfig
@@ -44,13 +45,34 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
         task_yaml = redacted_yaml(plan, dict.fromkeys(names, REDACTED))
     except ImportError:  # PyYAML missing: the table still says everything that matters
         task_yaml = ""
+    compute = config.compute
+    num_nodes = int(plan.task.get("num_nodes") or 1)
+    use_spot = bool(resources.get("use_spot"))
+    price = estimate(
+        [str(a) for a in accelerators], use_spot=use_spot, num_nodes=num_nodes, infra=resources.get("infra")
+    )
+    hours = compute.max_runtime_hours if compute is not None else 0
+    if hours:
+        runtime = (
+            f"{hours:g} h, then the run is stopped (`compute.max_runtime_hours`; "
+            "the clock restarts when a managed job recovers from preemption)"
+        )
+    else:
+        runtime = (
+            "no limit (`compute.max_runtime_hours = 0`): until train → eval → card end or it is cancelled"
+        )
+    if not plan.managed and compute is not None:
+        runtime += f"; the cluster is torn down after {compute.autostop_minutes} idle minutes"
     return PlanView(
         target="cloud",
+        price=price.summary(num_nodes, hours)
+        + "".join(f"; {k}: {v}" for k, v in price.per_candidate.items()),
+        max_runtime=runtime,
         name=plan.name,
         accelerators=[str(a) for a in accelerators],
-        use_spot=bool(resources.get("use_spot")),
+        use_spot=use_spot,
         managed=plan.managed,
-        num_nodes=int(plan.task.get("num_nodes") or 1),
+        num_nodes=num_nodes,
         infra=resources.get("infra"),
         secrets=names,
         notes=plan.notes,
@@ -80,7 +102,15 @@ def process_config(
     redactor: Redactor,
     emit: Callable[[str], None] = print,
     wait: bool = False,
+    before_launch: Callable[[ConfigOutcome], None] | None = None,
+    on_submitted: Callable[[ConfigOutcome, LaunchOutcome], None] | None = None,
 ) -> ConfigOutcome:
+    """Validate, plan and (when ``decision`` launches) launch one config; never raises.
+
+    ``before_launch`` runs once the config is valid and planned, right before the launcher (the
+    action cancels the job a new approval replaces there); a :class:`LaunchError` from it stops the
+    launch and is reported. ``on_submitted`` hears of a cloud job before the launcher follows it.
+    """
     from gym.config import ConfigError, config_from_args
     from gym.launch.task import LaunchError
 
@@ -122,6 +152,8 @@ def process_config(
 
     try:
         config = config_from_args(path, flags, env=launch_env)  # ${VARS} expand as on a real run
+        if before_launch is not None:
+            before_launch(outcome)
         outcome.launch = launcher(
             LaunchRequest(
                 config=config,
@@ -131,6 +163,7 @@ def process_config(
                 env=launch_env,
                 echo=echo,
                 wait=wait,
+                on_submitted=lambda launch: on_submitted(outcome, launch) if on_submitted else None,
             )  # fmt: skip
         )
     except (ConfigError, LaunchError) as error:

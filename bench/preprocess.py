@@ -1,163 +1,174 @@
-"""Preprocessing throughput: load + convert + template + tokenize + mask, rows/s, cold and warm cache.
+"""Preprocessing side by side: Gym vs LLaMA-Factory, rows/s, cold cache, same files, tokenizer and window.
 
-Data: LLaMA-Factory's own demo files (../shared/fixtures/llamafactory-data): alpaca_en_demo.json
-(chatml template) and glaive_toolcall_en_demo.json (qwen3 template: tools and tool calls), with the
-built-in tokenizer and max_length 1024 (the peers measured LLaMA-Factory at cutoff 128, where it truncates;
-Gym never cuts an answer, and at 128 every glaive row would be skipped as too long). Cold: fresh Gym and `datasets`
-caches; warm: the same run again.
+Each run is a fresh subprocess with empty caches (Gym's and `datasets`'). The timed window is the same
+for both tools: from "here is the parsed configuration and the tokenizer" to "the tokenized, masked
+dataset exists" (Gym: ``prepare_data``, which also writes its cache; LLaMA-Factory: ``get_dataset``,
+which writes the `datasets` cache). Interpreter start-up and imports are outside the window for both.
 
-Baseline side by side: with `--llamafactory-python PATH` (a separate venv with llamafactory 0.9.5,
-see ../shared/peers/README.md) LLaMA-Factory's `get_dataset` is timed in the same run on the same
-files; without it the figure measured on this machine kind (peers README) is printed and marked so.
-Target: >= 3x LLaMA-Factory's rows/s.
+Cases (the tools alternate, median of ``--repeats`` runs each):
+- alpaca_en_demo (chatml) and glaive_toolcall_en_demo (qwen3, tools) at cutoff 2048, one process each;
+- 4x alpaca with 2 workers each (Gym ``num_proc=2``, LLaMA-Factory ``preprocessing_num_workers=2``);
+- Gym's rows/s from 1k to 100k rows (alpaca repeated), with its default workers.
+LLaMA-Factory cuts over-long rows at the cutoff; Gym never cuts an answer (oldest exchanges are
+dropped, a row that cannot fit is skipped and counted).
+
+    python bench/preprocess.py [--repeats 3] [--cutoff 2048] [--scale 1,10,100] [--build-peers]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import json
 import sys
 import tempfile
-import textwrap
-import time
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "fixtures" / "llamafactory-data"
-RECORDED_LLAMAFACTORY = {"alpaca_en_demo": 791.0, "glaive_toolcall_en_demo": 360.0}  # rows/s, peers README
-CASES = {
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import FIXTURES, llamafactory_python, log, median_of, ratio, run_result, thread_env, tiny_model  # noqa: E402
+
+CASES = {  # name: (fixture file, Gym format, template, extra Gym keys)
     "alpaca_en_demo": ("alpaca_en_demo.json", "alpaca", "chatml", ""),
-    "glaive_toolcall_en_demo": (
-        "glaive_toolcall_en_demo.json",
-        "sharegpt",
-        "qwen3",
-        'columns = { messages = "conversations", tools = "tools" }',
-    ),
-}
+    "glaive_toolcall_en_demo": ("glaive_toolcall_en_demo.json", "sharegpt", "qwen3",
+                                'columns = { messages = "conversations", tools = "tools" }'),
+}  # fmt: skip
 
+GYM = """
+import json, sys, time
+from gym.config import load_config
+from gym.data.prepare import prepare_data
+from gym.model.loading import load_tokenizer
+config = load_config(sys.argv[1])
+tokenizer = load_tokenizer(config)
+started = time.perf_counter()
+prepared = prepare_data(config, tokenizer, num_proc=int(sys.argv[2]) or None)
+seconds = time.perf_counter() - started
+print("RESULT", json.dumps({"seconds": seconds, "rows": sum(r.rows_read for r in prepared.reports),
+                            "kept": len(prepared.train)}))
+"""
 
-def gym_toml(folder: Path, name: str, max_length: int) -> Path:
-    file, fmt, template, extra = CASES[name]
-    path = folder / f"{name}.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            [project]
-            name = "bench"
-            [model]
-            name_or_path = "builtin:tiny"
-            template = "{template}"
-            [[datasets]]
-            path = "{DATA / file}"
-            format = "{fmt}"
-            max_bad_fraction = 1.0
-            {extra}
-            [train]
-            max_length = {max_length}
-            """
-        )
-    )
-    return path
-
-
-def time_gym(name: str, max_length: int, num_proc: int) -> tuple[int, float, float]:
-    """(rows read, cold seconds, warm seconds) for one dataset."""
-    from transformers import AutoTokenizer
-
-    from gym.config import load_config
-    from gym.data.prepare import prepare_data
-    from gym.model.builtin import ensure_builtin
-
-    tokenizer = AutoTokenizer.from_pretrained(ensure_builtin("builtin:tiny"))
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["GYM_CACHE_DIR"] = str(Path(tmp) / "gym")
-        os.environ["HF_DATASETS_CACHE"] = str(Path(tmp) / "datasets")
-        config = load_config(gym_toml(Path(tmp), name, max_length))
-        started = time.perf_counter()
-        prepared = prepare_data(config, tokenizer, num_proc=num_proc)
-        cold = time.perf_counter() - started
-        started = time.perf_counter()
-        again = prepare_data(config, tokenizer, num_proc=num_proc)
-        warm = time.perf_counter() - started
-        assert again.from_cache and len(again.train) == len(prepared.train)
-    return prepared.reports[0].rows_read, cold, warm
-
-
-LLAMAFACTORY_SNIPPET = """
-import sys, time, json, tempfile
+LLAMAFACTORY = """
+import json, sys, tempfile, time
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
 from llamafactory.data import get_dataset, get_template_and_fix_tokenizer
-model_dir, dataset, template, cutoff = sys.argv[1:5]
-out = tempfile.mkdtemp()
-args = dict(stage="sft", do_train=True, model_name_or_path=model_dir, dataset=dataset, dataset_dir=sys.argv[5],
-            template=template, cutoff_len=int(cutoff), output_dir=out, overwrite_cache=True,
-            preprocessing_num_workers=2, finetuning_type="lora", report_to="none")
+model_dir, dataset, dataset_dir, template, cutoff, workers = sys.argv[1:7]
+args = dict(stage="sft", do_train=True, model_name_or_path=model_dir, dataset=dataset, dataset_dir=dataset_dir,
+            template=template, cutoff_len=int(cutoff), output_dir=tempfile.mkdtemp(), overwrite_cache=True,
+            preprocessing_num_workers=int(workers) or None, finetuning_type="lora", report_to="none")
 model_args, data_args, training_args, finetuning_args, _ = get_train_args(args)
-tok = load_tokenizer(model_args)
-tpl = get_template_and_fix_tokenizer(tok["tokenizer"], data_args)
-t = time.perf_counter()
-get_dataset(tpl, model_args, data_args, training_args, stage="sft", **tok)
-print(json.dumps({"seconds": time.perf_counter() - t}))
+tokenizer = load_tokenizer(model_args)
+template = get_template_and_fix_tokenizer(tokenizer["tokenizer"], data_args)
+started = time.perf_counter()
+module = get_dataset(template, model_args, data_args, training_args, stage="sft", **tokenizer)
+seconds = time.perf_counter() - started
+print("RESULT", json.dumps({"seconds": seconds, "kept": len(module["train_dataset"])}))
 """
 
 
-def time_llamafactory(python: str, name: str, max_length: int) -> float | None:
-    from gym.model.builtin import ensure_builtin
-
-    template = "chatml" if name == "alpaca_en_demo" else "qwen3"
-    done = subprocess.run(
-        [
-            python,
-            "-c",
-            LLAMAFACTORY_SNIPPET,
-            str(ensure_builtin("builtin:tiny")),
-            name,
-            template,
-            str(max_length),
-            str(DATA),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        print(f"  LLaMA-Factory run failed: {done.stderr.strip().splitlines()[-1:]}")
-        return None
-    import json
-
-    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+def write_data(folder: Path, name: str, copies: int) -> str:
+    """The fixture repeated ``copies`` times, registered for LLaMA-Factory; returns the dataset name."""
+    info = json.loads((FIXTURES / "dataset_info.json").read_text())[name]
+    rows = json.loads((FIXTURES / CASES[name][0]).read_text())
+    key = f"{name}_x{copies}"
+    (folder / f"{key}.json").write_text(json.dumps(rows * copies, ensure_ascii=False))
+    registry = folder / "dataset_info.json"
+    known = json.loads(registry.read_text()) if registry.exists() else {}
+    known[key] = {**info, "file_name": f"{key}.json"}
+    registry.write_text(json.dumps(known, indent=1))
+    return key
 
 
-def main() -> None:
+def gym_toml(folder: Path, name: str, key: str, cutoff: int) -> Path:
+    _, fmt, template, extra = CASES[name]
+    path = folder / f"{key}.toml"
+    path.write_text(f"""
+[project]
+name = "bench"
+[model]
+name_or_path = "{tiny_model()}"
+template = "{template}"
+[[datasets]]
+path = "{folder / (key + ".json")}"
+format = "{fmt}"
+max_bad_fraction = 1.0
+{extra}
+[train]
+max_length = {cutoff}
+""")
+    return path
+
+
+def time_gym(folder: Path, name: str, key: str, cutoff: int, workers: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as cache:
+        env = thread_env(None, GYM_CACHE_DIR=f"{cache}/gym", HF_DATASETS_CACHE=f"{cache}/datasets")
+        return run_result(
+            [sys.executable, "-c", GYM, str(gym_toml(folder, name, key, cutoff)), str(workers)], env
+        )
+
+
+def time_llamafactory(
+    python: Path, folder: Path, name: str, key: str, cutoff: int, workers: int
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as cache:
+        env = thread_env(None, HF_DATASETS_CACHE=f"{cache}/datasets", HF_HOME=f"{cache}/hf")
+        env.pop("PYTHONPATH")
+        args = [str(tiny_model()), key, str(folder), CASES[name][2], str(cutoff), str(workers)]
+        return run_result([str(python), "-c", LLAMAFACTORY, *args], env)
+
+
+def compare(folder: Path, python: Path | None, name: str, copies: int, cutoff: int, workers: int,
+            repeats: int) -> dict[str, Any]:  # fmt: skip
+    key = write_data(folder, name, copies)
+    gym_runs, lf_runs = [], []
+    for _ in range(repeats):  # alternate the tools, so a slow moment of the machine hits both
+        gym_runs.append(time_gym(folder, name, key, cutoff, workers))
+        if python is not None:
+            lf_runs.append(time_llamafactory(python, folder, name, key, cutoff, workers))
+    rows = gym_runs[0]["rows"]
+    gym_rate = rows / median_of(gym_runs, "seconds")
+    lf_rate = rows / median_of(lf_runs, "seconds") if lf_runs else None
+    return {"case": f"{name} x{copies}", "rows": rows, "workers": workers, "gym_rows_per_s": round(gym_rate),
+            "llamafactory_rows_per_s": round(lf_rate) if lf_rate else None, "ratio": ratio(gym_rate, lf_rate),
+            "gym_kept": gym_runs[0]["kept"], "llamafactory_kept": lf_runs[0]["kept"] if lf_runs else None}  # fmt: skip
+
+
+def main() -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--max-length", type=int, default=1024)
-    parser.add_argument("--num-proc", type=int, default=2)
-    parser.add_argument("--llamafactory-python", help="python of a venv with llamafactory 0.9.5 installed")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cutoff", type=int, default=2048)
+    parser.add_argument("--scale", default="1,10,100", help="copies of alpaca for Gym's scaling rows")
+    parser.add_argument("--build-peers", action="store_true", help="build LLaMA-Factory's venv when missing")
     args = parser.parse_args()
-    if not DATA.is_dir():
-        sys.exit(f"fixtures not found at {DATA}")
-    from datasets.utils import logging as ds_logging
-
-    ds_logging.disable_progress_bar()
+    python = llamafactory_python(build=args.build_peers)
+    if python is None:
+        log("LLaMA-Factory's venv is missing (make bench builds it): Gym's figures only")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in CASES:
+            rows.append(compare(folder, python, name, 1, args.cutoff, 1, args.repeats))
+            log(json.dumps(rows[-1]))
+        rows.append(compare(folder, python, "alpaca_en_demo", 4, args.cutoff, 2, args.repeats))
+        log(json.dumps(rows[-1]))
+        for copies in (int(c) for c in args.scale.split(",") if c):
+            key = write_data(folder, "alpaca_en_demo", copies)
+            run = time_gym(folder, "alpaca_en_demo", key, args.cutoff, 0)
+            rows.append({"case": f"alpaca_en_demo x{copies} (Gym scaling, default workers)", "rows": run["rows"],
+                         "gym_rows_per_s": round(run["rows"] / run["seconds"])})  # fmt: skip
+            log(json.dumps(rows[-1]))
     print(
-        f"preprocessing, max_length {args.max_length}, {args.num_proc} worker(s); target >= 3.0x LLaMA-Factory"
+        f"preprocessing, cutoff {args.cutoff}, cold cache, median of {args.repeats}; target >= 3x LLaMA-Factory"
     )
-    for name in CASES:
-        rows, cold, warm = time_gym(name, args.max_length, args.num_proc)
-        baseline_label = "recorded"
-        baseline = RECORDED_LLAMAFACTORY[name]
-        if args.llamafactory_python:
-            seconds = time_llamafactory(args.llamafactory_python, name, args.max_length)
-            if seconds:
-                baseline, baseline_label = rows / seconds, "same run"
-        print(
-            f"  {name:26s} rows {rows:5d}  gym cold {rows / cold:8.0f} rows/s ({rows / cold / baseline:4.1f}x)"
-            f"  warm {rows / warm:9.0f} rows/s ({rows / warm / baseline:6.1f}x)"
-            f"  LLaMA-Factory {baseline:6.0f} rows/s ({baseline_label})"
-        )
+    print(f"{'case':58s} {'workers':>7s} {'Gym rows/s':>11s} {'LF rows/s':>10s} {'ratio':>7s}")
+    for row in rows:
+        lf = row.get("llamafactory_rows_per_s")
+        print(f"{row['case']:58s} {row.get('workers', 'auto')!s:>7s} {row['gym_rows_per_s']:>11,} "
+              f"{(f'{lf:,}' if lf else '-'):>10s} {row.get('ratio', '-'):>7s}")  # fmt: skip
+    print("RESULT " + json.dumps(rows))
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,154 +1,232 @@
-"""Training throughput, side by side in one run: non-pad tokens/s of plain TRL vs Gym.
+"""SFT LoRA side by side: Gym vs LLaMA-Factory vs plain TRL, non-pad tokens/s and whole-command wall time.
 
-Same model (builtin:tiny + LoRA r=16 on all linear layers), same data (alpaca_en_demo from
-../shared/fixtures/llamafactory-data, chat template chatml, max_length 256), same batch, learning rate,
-steps, seed and torch threads. Each run is a fresh subprocess; only `trainer.train()` is timed (data
-preparation excluded on both sides).
+Same for every tool (../shared/peers/README.md): the model folder (builtin:tiny, and the random 26M
+Llama of bench/common.py), the rows (alpaca_en_demo rows whose chatml rendering fits the cutoff for
+every tool, so truncation decides nothing), LoRA r 8 on all linear layers, 30 steps x batch 8, cutoff
+128, learning rate 1e-4 constant, no gradient checkpointing, fp32, no checkpoint saving.
 
-1. TRL: a plain SFTTrainer script with TRL's defaults (its own tokenization, padding).
-2. Gym sft+lora, padded batches (target >= 1.0x TRL: Gym adds no overhead).
-3. Gym sft+lora with `packing = true` (padding-free; target >= 1.5x TRL on variable-length chat data).
+The timed window is the same for every tool: Hugging Face ``Trainer.train``'s own ``train_runtime``
+(all three train through it), and tokens are each tool's non-pad count over that run (Gym's token
+counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). The
+whole command (start-up, data, model, training, saving) is timed from outside for Gym and
+LLaMA-Factory. Each run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings:
+each tool's default and ``OMP_NUM_THREADS=1``.
 
-Run: `.venv/bin/python bench/train_throughput.py [--steps 40] [--threads 1]`.
+Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
+top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
+
+    python bench/train_throughput.py [--models tiny,26m] [--threads default,1] [--repeats 3] [--steps 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "fixtures" / "llamafactory-data" / "alpaca_en_demo.json"
-BATCH, LR, MAX_LENGTH, RANK = 8, 2e-4, 256, 16
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import FIXTURES, MODELS, llamafactory_python, log, median_of, ratio, run_result, thread_env  # noqa: E402
 
-TRL_SCRIPT = """
+BATCH, LR, CUTOFF, RANK = 8, 1e-4, 128, 8
+
+TRL = """
 import json, sys, time
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import SFTConfig, SFTTrainer
-from gym.model.builtin import ensure_builtin
 from gym.data.templates import TEMPLATES
-steps, out = int(sys.argv[1]), sys.argv[2]
-folder = ensure_builtin("builtin:tiny")
-tok = AutoTokenizer.from_pretrained(folder)
+model_dir, rows_file, steps, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+tok = AutoTokenizer.from_pretrained(model_dir)
 tok.chat_template = TEMPLATES["chatml"].jinja
-rows = json.load(open(sys.argv[3]))
+rows = json.load(open(rows_file))
 chats = [{"messages": [{"role": "user", "content": (r["instruction"] + "\\n" + r["input"]).strip()},
                        {"role": "assistant", "content": r["output"]}]} for r in rows]
-# The rows Gym keeps: Gym skips a row longer than max_length where TRL would truncate it, so both train
-# on the same whole conversations and tokens/s compares like with like.
-chats = [c for c in chats if len(tok.apply_chat_template(c["messages"], tokenize=True, return_dict=False)) <= %(max_length)d]
-data = Dataset.from_list(chats)
 args = SFTConfig(output_dir=out, max_steps=steps, per_device_train_batch_size=%(batch)d, learning_rate=%(lr)g,
-                 max_length=%(max_length)d, logging_steps=10, save_strategy="no", report_to="none", seed=42,
-                 use_cpu=True, disable_tqdm=True, lr_scheduler_type="constant", dataloader_num_workers=0)
-trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(folder), args=args, train_dataset=data,
-                     processing_class=tok,
-                     peft_config=LoraConfig(r=%(rank)d, lora_alpha=%(alpha)d, target_modules="all-linear", lora_dropout=0.05))
-started = time.perf_counter()
-trainer.train()
-seconds = time.perf_counter() - started
-print("RESULT", json.dumps({"tokens": trainer._total_train_tokens, "seconds": seconds}))
-""" % {"batch": BATCH, "lr": LR, "max_length": MAX_LENGTH, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (the script is full of braces)
-
-GYM_SCRIPT = """
-import json, sys
-from gym.config import load_config
-from gym.train.runner import run_training
-result = run_training(load_config(sys.argv[1]), show_progress=False)
-print("RESULT", json.dumps({"tokens": result.tokens, "seconds": result.wall_seconds}))
-"""
+                 max_length=%(cutoff)d, logging_steps=10, save_strategy="no", report_to="none", seed=42,
+                 use_cpu=True, disable_tqdm=True, lr_scheduler_type="constant", dataloader_num_workers=0,
+                 gradient_checkpointing=False, assistant_only_loss=False)
+trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), args=args,
+                     train_dataset=Dataset.from_list(chats), processing_class=tok,
+                     peft_config=LoraConfig(r=%(rank)d, lora_alpha=%(alpha)d, target_modules="all-linear", lora_dropout=0.0))
+output = trainer.train()
+tokens = max((e.get("num_tokens", 0) for e in trainer.state.log_history), default=0)
+print("RESULT", json.dumps({"tokens": tokens, "seconds": output.metrics["train_runtime"]}))
+""" % {"batch": BATCH, "lr": LR, "cutoff": CUTOFF, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (braces)
 
 
-def gym_config(folder: Path, steps: int, packing: bool) -> Path:
-    path = folder / f"gym-{'packed' if packing else 'padded'}.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            [project]
-            name = "bench"
-            output_dir = "{folder / ("packed" if packing else "padded")}"
-            [model]
-            name_or_path = "builtin:tiny"
-            template = "chatml"
-            [[datasets]]
-            path = "{DATA}"
-            format = "alpaca"
-            max_bad_fraction = 1.0
-            [train]
-            adapter = "lora"
-            max_steps = {steps}
-            batch_size = {BATCH}
-            gradient_accumulation_steps = 1
-            learning_rate = {LR}
-            lr_scheduler = "constant"
-            warmup_ratio = 0.0
-            max_length = {MAX_LENGTH}
-            packing = {str(packing).lower()}
-            save_steps = 100000
-            logging_steps = 10
-            resume = "never"
-            [train.lora]
-            r = {RANK}
-            alpha = {2 * RANK}
-            """
+def fitting_rows(folder: Path, model_dir: Path) -> Path:
+    """alpaca_en_demo rows whose chatml rendering fits the cutoff (whole, for every tool)."""
+    from transformers import AutoTokenizer
+
+    from gym.data.templates import TEMPLATES
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rows = json.loads((FIXTURES / "alpaca_en_demo.json").read_text())
+    kept = []
+    for row in rows:
+        messages = [{"role": "user", "content": (row["instruction"] + "\n" + row["input"]).strip()},
+                    {"role": "assistant", "content": row["output"]}]  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            messages, chat_template=TEMPLATES["chatml"].jinja, tokenize=False
         )
-    )
+        if (
+            len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= CUTOFF - 8
+        ):  # margin: LF's own template
+            kept.append(row)
+    path = folder / "fit.json"
+    path.write_text(json.dumps(kept, ensure_ascii=False))
+    (folder / "dataset_info.json").write_text(json.dumps({"fit": {"file_name": "fit.json"}}))
+    log(f"{len(kept)} alpaca rows fit {CUTOFF} tokens")
     return path
 
 
-def run(args: list[str], threads: int, cache: Path) -> dict[str, float]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        "GYM_CACHE_DIR": str(cache),
-        "CUDA_VISIBLE_DEVICES": "",
-    }
-    done = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"run failed:\n{done.stderr[-2000:]}")
-    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
+    out = folder / "gym-out"
+    config = folder / "gym.toml"
+    config.write_text(f"""
+[project]
+name = "bench"
+output_dir = "{out}"
+[model]
+name_or_path = "{model_dir}"
+template = "chatml"
+[[datasets]]
+path = "{rows}"
+format = "alpaca"
+[train]
+method = "sft"
+adapter = "lora"
+max_steps = {steps}
+batch_size = {BATCH}
+gradient_accumulation_steps = 1
+learning_rate = {LR}
+lr_scheduler = "constant"
+warmup_ratio = 0.0
+max_length = {CUTOFF}
+gradient_checkpointing = false
+save_steps = 100000
+logging_steps = 10
+resume = "never"
+[train.lora]
+r = {RANK}
+alpha = {2 * RANK}
+dropout = 0.0
+""")
+    with tempfile.TemporaryDirectory() as cache:
+        run = run_result(
+            [sys.executable, "-m", "gym", "train", str(config)], thread_env(threads, GYM_CACHE_DIR=cache)
+        )
+    results = json.loads((out / "train_results.json").read_text())
+    return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
+            "wall": run["wall"]}  # fmt: skip
 
 
-def main() -> None:
+def llamafactory_run(
+    python: Path, folder: Path, model_dir: Path, steps: int, threads: int | None
+) -> dict[str, Any]:
+    out = folder / "lf-out"
+    config = folder / "lf.yaml"
+    config.write_text(f"""
+model_name_or_path: {model_dir}
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_rank: {RANK}
+lora_alpha: {2 * RANK}
+lora_dropout: 0.0
+lora_target: all
+dataset: fit
+dataset_dir: {folder}
+template: chatml
+cutoff_len: {CUTOFF}
+overwrite_cache: true
+preprocessing_num_workers: 1
+output_dir: {out}
+overwrite_output_dir: true
+per_device_train_batch_size: {BATCH}
+gradient_accumulation_steps: 1
+learning_rate: {LR}
+lr_scheduler_type: constant
+warmup_ratio: 0.0
+max_steps: {steps}
+logging_steps: 10
+save_strategy: "no"
+bf16: false
+disable_gradient_checkpointing: true
+include_num_input_tokens_seen: non_padding
+report_to: none
+dataloader_num_workers: 0
+seed: 42
+""")
+    cli = python.with_name("llamafactory-cli")
+    with tempfile.TemporaryDirectory() as cache:
+        env = thread_env(threads, HF_DATASETS_CACHE=cache, HF_HOME=f"{cache}/hf")
+        env.pop("PYTHONPATH")
+        run = run_result([str(cli), "train", str(config)], env)
+    metrics = json.loads((out / "train_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    tokens = max((e.get("num_input_tokens_seen", 0) for e in state["log_history"]), default=0)
+    return {"tokens": tokens, "seconds": metrics["train_runtime"], "wall": run["wall"]}
+
+
+def trl_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
+    args = [sys.executable, "-c", TRL, str(model_dir), str(rows), str(steps), str(folder / "trl-out")]
+    return run_result(args, thread_env(threads))
+
+
+def main() -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=1)
-    options = parser.parse_args()
-    if not DATA.is_file():
-        raise SystemExit(f"fixture not found: {DATA}")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder, cache = Path(tmp), Path(tmp) / "cache"
-        runs = {
-            "TRL SFTTrainer (defaults)": [TRL_SCRIPT, str(options.steps), str(folder / "trl"), str(DATA)],
-            "Gym sft+lora (padded)": [GYM_SCRIPT, str(gym_config(folder, options.steps, packing=False))],
-            "Gym sft+lora (packing, padding-free)": [
-                GYM_SCRIPT,
-                str(gym_config(folder, options.steps, packing=True)),
-            ],
-        }
-        results = {name: run(args, options.threads, cache) for name, args in runs.items()}
-    baseline = results["TRL SFTTrainer (defaults)"]
-    base_rate = baseline["tokens"] / baseline["seconds"]
-    print(
-        f"{options.steps} steps, batch {BATCH}, max_length {MAX_LENGTH}, LoRA r={RANK}, {options.threads} thread(s)"
-    )
-    for name, result in results.items():
-        rate = result["tokens"] / result["seconds"]
-        print(
-            f"  {name:40s} {rate:9,.0f} non-pad tok/s  {rate / base_rate:5.2f}x TRL  ({result['tokens']:,} tokens)"
-        )
-    print("targets: Gym padded >= 1.00x, Gym packing >= 1.50x")
+    parser.add_argument("--models", default="tiny,26m")
+    parser.add_argument("--threads", default="default,1")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    python = llamafactory_python()
+    if python is None:
+        log("LLaMA-Factory's venv is missing (make bench builds it): Gym and TRL only")
+    table = []
+    for model in args.models.split(","):
+        model_dir = MODELS[model]()
+        for setting in args.threads.split(","):
+            threads = None if setting == "default" else int(setting)
+            runs: dict[str, list[dict[str, Any]]] = {"gym": [], "llamafactory": [], "trl": []}
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = Path(tmp)
+                rows = fitting_rows(folder, model_dir)
+                for _ in range(args.repeats):
+                    runs["gym"].append(gym_run(folder, model_dir, rows, args.steps, threads))
+                    if python is not None:
+                        runs["llamafactory"].append(
+                            llamafactory_run(python, folder, model_dir, args.steps, threads)
+                        )
+                    runs["trl"].append(trl_run(folder, model_dir, rows, args.steps, threads))
+                    log(json.dumps({k: v[-1] for k, v in runs.items() if v}))
+            rates = {k: [r["tokens"] / r["seconds"] for r in v] for k, v in runs.items() if v}
+            rate = {k: sorted(v)[len(v) // 2] for k, v in rates.items()}
+            best_peer = max((v for k, v in rate.items() if k != "gym"), default=None)
+            table.append({
+                "model": model, "threads": setting, **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
+                "gym_vs_llamafactory": ratio(rate["gym"], rate.get("llamafactory")),
+                "gym_vs_best_peer": ratio(rate["gym"], best_peer),
+                "gym_wall_s": round(median_of(runs["gym"], "wall"), 1),
+                "llamafactory_wall_s": round(median_of(runs["llamafactory"], "wall"), 1) if runs["llamafactory"] else None,
+            })  # fmt: skip
+    print(f"SFT LoRA r{RANK}, {args.steps} steps x batch {BATCH}, cutoff {CUTOFF}, median of {args.repeats}; "
+          "target >= 1.2x LLaMA-Factory")  # fmt: skip
+    print(f"{'model':5s} {'threads':>7s} {'Gym tok/s':>10s} {'LF tok/s':>9s} {'TRL tok/s':>10s} {'Gym/LF':>7s} "
+          f"{'Gym wall':>9s} {'LF wall':>8s}")  # fmt: skip
+    for row in table:
+        print(f"{row['model']:5s} {row['threads']:>7s} {row['gym_tok_per_s']:>10,} "
+              f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
+              f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s")  # fmt: skip
+    print("RESULT " + json.dumps(table))
+    return table
 
 
 if __name__ == "__main__":

@@ -21,16 +21,37 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 
+def _unexpanded(config: GymConfig, text: str) -> str:
+    """``text`` with values that came from ``${VAR}`` shown as the reference, and secret shapes redacted."""
+    from gym.config.errors import redact
+
+    expanded = config.model_dump(mode="json")
+    for path, original in config.env_references.items():
+        value: object = expanded
+        for part in path:
+            try:
+                value = value[part]  # type: ignore[index]
+            except (KeyError, IndexError, TypeError):
+                value = None
+                break
+        if isinstance(value, str) and len(value) >= 4:
+            text = text.replace(value, original)
+    return redact(text)
+
+
 def _summary(config: GymConfig) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from gym.config.errors import shorten_long_values
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold cyan")
     table.add_column()
 
     def add(label: str, text: str) -> None:
-        table.add_row(label, escape(text))  # values are the user's text, never rich markup
+        # The user's text: never rich markup, never a secret, never a megabyte.
+        table.add_row(label, escape(shorten_long_values(_unexpanded(config, text))))
 
     model = config.model
     add("project", f"{config.project.name}  →  {config.project.output_dir}")
@@ -94,10 +115,15 @@ def validate(
     if quiet:
         return
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"
-    console.print(f"[green]✓[/green] {subject}")
+    from rich.markup import escape
+
+    console.print(f"[green]✓[/green] {escape(subject)}", soft_wrap=True)  # one line, the path as typed
     _summary(loaded)
+    from gym.config.errors import shorten_long_values
+
     for note in _warnings(loaded):
-        errors.print(f"[yellow]warning[/yellow] {note}", highlight=False)
+        shown = escape(shorten_long_values(_unexpanded(loaded, note)))
+        errors.print(f"[yellow]warning[/yellow] {shown}", highlight=False, soft_wrap=True)
 
 
 def init(
@@ -108,13 +134,27 @@ def init(
     method: str = typer.Option("sft", "--method", help="sft | pt | dpo | kto | rm | ppo | grpo"),
     name: str | None = typer.Option(None, "--name", help="Project name (default: the folder's name)."),
     force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing file."),
+    from_yaml: Path | None = typer.Option(
+        None,
+        "--from",
+        help="Convert a LLaMA-Factory or axolotl training YAML instead of writing the starter file.",
+    ),
+    dataset_dir: str | None = typer.Option(
+        None,
+        "--dataset-dir",
+        help="With --from: folder of LLaMA-Factory's dataset_info.json (default: the YAML's dataset_dir, else ./data).",
+    ),
 ) -> None:
-    """Write a commented starter gym.toml that validates."""
+    """Write a commented starter gym.toml that validates (or convert one with --from)."""
     import re
 
     from gym.config import ConfigError
     from gym.config.root import FORMATS_BY_METHOD
     from gym.config.starter import starter_toml
+
+    if from_yaml is not None:
+        _init_from(from_yaml, path, force, dataset_dir)
+        return
 
     if method not in FORMATS_BY_METHOD:
         errors.print(
@@ -140,6 +180,31 @@ def init(
     console.print(
         f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`"
     )
+
+
+def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -> None:
+    """`gym init --from FILE.yaml`: convert, validate, write, and list what was left behind."""
+    from gym.config import ConfigError
+    from gym.config.migrate import convert_file
+
+    if path.exists() and not force:
+        errors.print(f"{path} already exists; pass --force to overwrite it", markup=False, highlight=False)
+        raise typer.Exit(1)
+    try:
+        conversion, text = convert_file(source, path, dataset_dir)
+    except ConfigError as error:
+        report_config_error(error)
+        raise typer.Exit(1) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    tool = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}[conversion.tool]
+    console.print(
+        f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False
+    )
+    for key, reason in conversion.ignored:
+        errors.print(f"note {key}: ignored ({reason})", markup=False, highlight=False, soft_wrap=True)
+    for key, reason in conversion.not_carried:
+        errors.print(f"not carried over {key}: {reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 def schema(

@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
     from gym.config.errors import ConfigError
 
-console = Console()
-errors = Console(stderr=True)
+# emoji=False: user text such as ':100:' in a value is printed as typed, never turned into an emoji.
+console = Console(emoji=False)
+errors = Console(stderr=True, emoji=False)
 
 CONFIG_AND_FLAGS = typer.Argument(
     None,
@@ -30,8 +31,10 @@ EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def report_config_error(error: ConfigError) -> None:
     """Print every config issue as ``file:line:col: key: message`` (plain, so editors can jump to it)."""
+    from gym.config.errors import redact
+
     for issue in error.issues:
-        errors.print(str(issue), markup=False, highlight=False, soft_wrap=True)
+        errors.print(redact(str(issue)), markup=False, highlight=False, soft_wrap=True)
     count = len(error.issues)
     errors.print(f"[red]{count} problem{'s' if count != 1 else ''} found[/red]")
 
@@ -42,16 +45,22 @@ def load_config_or_exit(args: list[str] | None) -> tuple[GymConfig, Path | None,
     from gym.config.cli_args import split_config_and_flags
 
     path, flags = split_config_and_flags(args or [])
+    notes: list[str] = []
     try:
-        return config_from_args(path, flags), path, flags
+        config = config_from_args(path, flags, notes=notes)
     except ConfigError as error:
         report_config_error(error)
         raise typer.Exit(1) from None
+    for note in notes:  # LLaMA-Factory options that mean nothing in Gym, each said once
+        errors.print(f"note {note}", markup=False, highlight=False, soft_wrap=True)
+    return config, path, flags
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error <message>`` (the user's text is never read as markup) and return the Exit to raise."""
     from rich.markup import escape
 
-    errors.print(f"[red]error[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    from gym.config.errors import redact
+
+    errors.print(f"[red]error[/red] {escape(redact(message))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)

@@ -40,13 +40,38 @@ def train(
         result = run_training(config, show_progress=not no_progress)
     except (DataError, ModelError, ResumeError, ValueError) as error:
         raise fail(str(error)) from None
-    if int(os.environ.get("RANK", "0")) == 0:
+    if int(os.environ.get("RANK", "0")) == 0 and result.already_trained:
+        console.print(
+            f"[green]✓[/green] already trained: {result.steps} steps in {result.output_dir} match this "
+            "configuration; nothing to do (set train.resume = 'never' to train again)",
+            highlight=False,
+        )
+    elif int(os.environ.get("RANK", "0")) == 0 and result.restored_only:
+        console.print(
+            f"[green]✓[/green] {result.steps} steps were already trained (the run stopped after its last "
+            f"checkpoint, {result.resumed_from}); wrote the result from it → {result.output_dir}",
+            highlight=False,
+        )
+    elif int(os.environ.get("RANK", "0")) == 0:
         console.print(
             f"[green]✓[/green] trained {result.steps} steps in {result.wall_seconds:.1f}s "
-            f"({result.tokens_per_second:,.0f} tok/s), final loss {result.final_loss}; "
+            f"({result.tokens_per_second:,.0f} tok/s), final loss {result.final_loss}; {held_out(result.eval)}"
             f"{result.trainable_parameters:,} of {result.total_parameters:,} parameters trained → {result.output_dir}",
             highlight=False,
         )
+
+
+def held_out(summary: dict | None) -> str:
+    """``held-out (16 rows): loss 2.1 → 1.4, accuracy 0.50 → 0.94; `` or nothing without eval_fraction."""
+    if not summary:
+        return ""
+    initial, final = summary.get("initial") or {}, summary["final"]
+    parts = [
+        f"{name} {initial[name]:.4g} → {final[name]:.4g}" if name in initial else f"{name} {final[name]:.4g}"
+        for name in ("loss", "accuracy", "margin", "reward")
+        if name in final
+    ]
+    return f"held-out ({summary['rows']} rows): {', '.join(parts)}; "
 
 
 def register(app: typer.Typer) -> None:

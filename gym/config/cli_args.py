@@ -24,10 +24,16 @@ def derived_project_name(overrides: Sequence[Override]) -> str:
 
 
 def config_from_args(
-    path: str | Path | None, argv: Sequence[str] = (), env: Mapping[str, str] | None = None
+    path: str | Path | None,
+    argv: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> GymConfig:
-    """Load ``path`` (None: flags only) with ``argv`` flags overriding its keys."""
-    overrides = parse_flags(argv)
+    """Load ``path`` (None: flags only) with ``argv`` flags overriding its keys.
+
+    ``notes`` receives one line per LLaMA-Factory flag that means nothing in Gym and was ignored.
+    """
+    overrides = parse_flags(argv, notes=notes)
     if path is None and not any(o.path == ("project", "name") for o in overrides):
         overrides.insert(0, Override(("project", "name"), derived_project_name(overrides), "--project_name"))
     return load_config(path, overrides=overrides, env=env)

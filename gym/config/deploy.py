@@ -93,6 +93,15 @@ class ComputeConfig(Section):
         ge=0,
         description="Unmanaged clusters stop after this many idle minutes (0: tear down when done).",
     )
+    max_runtime_hours: float = Field(
+        default=0,
+        ge=0,
+        le=24 * 30,
+        description="Stop the cloud run (train → eval → card) after this many hours; 0 = no limit. The clock "
+        "restarts when a managed job recovers from preemption. The GitHub Action's plan shows the hourly "
+        "price times this bound.",
+        examples=[6, 0.5],
+    )
     checkpoint_bucket: str = Field(
         default="",
         description="A bucket mounted as the checkpoint folder so preempted jobs resume: s3://, gs://, r2://, "

@@ -17,56 +17,17 @@ import tomlkit
 
 from gym.config.errors import ConfigError
 from gym.config.fields import accepts_only_strings, annotation_at, is_list_of_strings
+from gym.config.llamafactory import ALIASES, BOOLEAN, CONVERTED, DPO_LOSSES, IGNORED
 from gym.config.loader import COMMAND_LINE, Override
 from gym.config.root import GymConfig
 from gym.config.suggest import did_you_mean
 
 KeyPath = tuple[str | int, ...]
 
-# LLaMA-Factory argument names -> gym.toml keys (one to one).
-ALIASES: dict[str, KeyPath] = {
-    "model_name_or_path": ("model", "name_or_path"),
-    "model_revision": ("model", "revision"),
-    "template": ("model", "template"),
-    "trust_remote_code": ("model", "trust_remote_code"),
-    "project_name": ("project", "name"),
-    "output_dir": ("project", "output_dir"),
-    "stage": ("train", "method"),
-    "num_train_epochs": ("train", "epochs"),
-    "max_steps": ("train", "max_steps"),
-    "learning_rate": ("train", "learning_rate"),
-    "lr_scheduler_type": ("train", "lr_scheduler"),
-    "warmup_ratio": ("train", "warmup_ratio"),
-    "weight_decay": ("train", "weight_decay"),
-    "per_device_train_batch_size": ("train", "batch_size"),
-    "gradient_accumulation_steps": ("train", "gradient_accumulation_steps"),
-    "cutoff_len": ("train", "max_length"),
-    "packing": ("train", "packing"),
-    "seed": ("train", "seed"),
-    "logging_steps": ("train", "logging_steps"),
-    "save_steps": ("train", "save_steps"),
-    "save_total_limit": ("train", "save_total_limit"),
-    "resume_from_checkpoint": ("train", "resume"),
-    "report_to": ("train", "report_to"),
-    "lora_rank": ("train", "lora", "r"),
-    "lora_alpha": ("train", "lora", "alpha"),
-    "lora_dropout": ("train", "lora", "dropout"),
-    "lora_target": ("train", "lora", "target_modules"),
-    "freeze_trainable_layers": ("train", "freeze", "trainable_layers"),
-    "pref_beta": ("train", "dpo", "beta"),
-    "grpo_training_free": ("train", "grpo", "training_free"),
-    "grpo_experience_lib_path": ("train", "grpo", "experience_lib_path"),
-    "grpo_group_size": ("train", "grpo", "group_size"),
-    "grpo_reward": ("train", "grpo", "reward"),
-    "grpo_api_base": ("train", "grpo", "api_base"),
-    "max_samples": ("datasets", "*", "max_samples"),
-    "val_size": ("datasets", "*", "eval_fraction"),
-}
 ADAPTERS = ("lora", "qlora", "dora", "full", "freeze")
 METHODS = ("sft", "pt", "dpo", "kto", "rm", "ppo", "grpo")
 QUANTIZATION_BITS = {"4": "bnb-4bit", "8": "bnb-8bit"}
-SPECIAL = ("finetuning_type", "quantization_bit", "use_dora", "dataset", "dataset_dir", "set")
-BOOLEAN_FLAGS = {"grpo_training_free", "packing", "trust_remote_code", "use_dora"}
+SPECIAL = (*CONVERTED, "set")
 
 
 def parse_value(text: str, annotation: Any) -> Any:
@@ -90,20 +51,54 @@ def _dotted(name: str) -> KeyPath:
     return tuple(int(p) if p.isdigit() else p for p in name.split("."))
 
 
+def _is_true(value: str) -> bool:
+    return parse_value(value, bool) is True
+
+
+def is_boolean_flag(name: str) -> bool:
+    """True for options that may be given bare (``--bf16``, ``--train.packing``)."""
+    if name in BOOLEAN:
+        return True
+    path = ALIASES.get(name) or (_dotted(name) if "." in name else None)
+    return path is not None and annotation_at(GymConfig, tuple(p for p in path if p != "*")) is bool
+
+
 class _Parser:
     def __init__(self, dataset_dir: str | None) -> None:
         self.overrides: list[Override] = []
         self.dataset_names: list[tuple[str, str]] = []
         self.dataset_dir = dataset_dir
         self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.unknown: list[tuple[str, str]] = []  # (name, error message)
         self.handlers: dict[str, Callable[[str, str], None]] = {
             "finetuning_type": self.finetuning_type,
             "quantization_bit": self.quantization_bit,
             "use_dora": self.use_dora,
+            "bf16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "bfloat16"),
+            "pure_bf16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "bfloat16"),
+            "fp16": lambda value, flag: self.when_true(value, flag, ("model", "dtype"), "float16"),
+            "overwrite_output_dir": lambda value, flag: self.when_true(
+                value, flag, ("train", "resume"), "never"
+            ),
+            "neat_packing": lambda value, flag: self.when_true(value, flag, ("train", "packing"), True),
+            "pref_loss": self.pref_loss,
             "dataset": lambda value, flag: self.dataset_names.append((value, flag)),
             "dataset_dir": self.set_dataset_dir,
             "set": self.set_key,
         }
+
+    def when_true(self, value: str, flag: str, path: KeyPath, target: Any) -> None:
+        if _is_true(value):
+            self.add(path, target, flag)
+
+    def pref_loss(self, value: str, flag: str) -> None:
+        if value not in DPO_LOSSES:
+            self.errors.append(
+                f"{flag}: Gym trains the preference losses {', '.join(DPO_LOSSES)}, got {value!r}"
+            )
+            return
+        self.add(("train", "dpo", "loss_type"), DPO_LOSSES[value], flag)
 
     def add(self, path: KeyPath, text: str | Any, flag: str) -> None:
         value = (
@@ -113,6 +108,8 @@ class _Parser:
         )
         if path[-1] == "target_modules" and value in ("all", ["all"]):
             value = "all-linear"
+        if path[-1] == "report_to" and value in ("none", ["none"]):
+            value = []
         self.overrides.append(Override(path, value, flag))
 
     def finetuning_type(self, value: str, flag: str) -> None:
@@ -129,7 +126,7 @@ class _Parser:
         self.add(("train", "adapter"), "qlora" if value == "4" else "lora", flag)
 
     def use_dora(self, value: str, flag: str) -> None:
-        if parse_value(value, bool) is True:
+        if _is_true(value):
             self.add(("train", "adapter"), "dora", flag)
 
     def set_dataset_dir(self, value: str, flag: str) -> None:
@@ -147,15 +144,28 @@ class _Parser:
             self.handlers[name](value, flag)
         elif name in ALIASES:
             self.add(ALIASES[name], value, flag)
+        elif name in IGNORED:
+            note = f"{flag}: ignored ({IGNORED[name]})"
+            if note not in self.notes:
+                self.notes.append(note)
         elif "." in name:
             self.add(_dotted(name), value, flag)
         else:
-            known = [*ALIASES, *SPECIAL]
-            self.errors.append(f"{flag}: unknown option{did_you_mean(name, known)}")
+            known = [*ALIASES, *SPECIAL, *IGNORED]
+            self.unknown.append((name, f"{flag}: unknown option{did_you_mean(name, known)}"))
 
 
-def parse_flags(argv: Sequence[str], dataset_dir: str | None = None) -> list[Override]:
-    """Overrides for the flags in ``argv``; every unknown or malformed flag is reported at once."""
+def parse_flags(
+    argv: Sequence[str],
+    dataset_dir: str | None = None,
+    notes: list[str] | None = None,
+    unknown: list[str] | None = None,
+) -> list[Override]:
+    """Overrides for the flags in ``argv``; every unknown or malformed flag is reported at once.
+
+    ``notes`` (when given) receives one line per LLaMA-Factory option that was ignored. With
+    ``unknown`` given, unknown option names are collected there instead of being errors.
+    """
     parser = _Parser(dataset_dir)
     index = 0
     while index < len(argv):
@@ -171,7 +181,7 @@ def parse_flags(argv: Sequence[str], dataset_dir: str | None = None) -> list[Ove
         name = name.replace("-", "_") if "." not in name else name
         if not sep:
             next_is_value = index < len(argv) and not argv[index].startswith("--")
-            if name in BOOLEAN_FLAGS and not (next_is_value and argv[index].lower() in ("true", "false")):
+            if is_boolean_flag(name) and not (next_is_value and argv[index].lower() in ("true", "false")):
                 value = "true"
             elif next_is_value:
                 value = argv[index]
@@ -189,6 +199,12 @@ def parse_flags(argv: Sequence[str], dataset_dir: str | None = None) -> list[Ove
                 except ValueError as error:
                     parser.errors.append(f"{flag}: {error}")
         parser.overrides.insert(0, Override(("datasets",), datasets, parser.dataset_names[0][1]))
+    if notes is not None:
+        notes.extend(parser.notes)
+    if unknown is not None:
+        unknown.extend(name for name, _ in parser.unknown)
+    else:
+        parser.errors.extend(message for _, message in parser.unknown)
     if parser.errors:
         raise (
             ConfigError.single(COMMAND_LINE, "; ".join(parser.errors))

@@ -15,14 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomlkit
 from pydantic import ValidationError
-from tomlkit.exceptions import ParseError, TOMLKitError
 
 from gym.config.envvars import expand_env
-from gym.config.errors import ConfigError, ConfigIssue, redact
+from gym.config.errors import ConfigError, ConfigIssue, redact, shorten
 from gym.config.messages import clean_loc, sentence
-from gym.config.positions import Positions, scan
+from gym.config.positions import Positions
+from gym.config.reading import (  # noqa: F401 - parse_toml re-exported for callers
+    MAX_DEPTH,
+    parse_toml,
+    read_toml,
+    too_deep_in_data,
+    too_deep_message,
+)
 from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues
 
 KeyPath = tuple[str | int, ...]
@@ -36,43 +41,6 @@ class Override:
     path: KeyPath
     value: Any
     flag: str  # the flag as typed, for error messages
-
-
-def _display(path: Path) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if relative.startswith("..") else relative
-
-
-def read_toml(path: Path) -> tuple[dict[str, Any], Positions, str]:
-    """Parse a TOML file into plain Python data plus the positions of its keys."""
-    source = _display(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError.single(source, "file not found (create one with `gym init`)") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-        reason = "is a folder" if isinstance(error, IsADirectoryError) else "cannot be read as UTF-8 text"
-        if isinstance(error, PermissionError):
-            reason = "cannot be read (permission denied)"
-        raise ConfigError.single(source, reason) from None
-    return parse_toml(text, source)
-
-
-def parse_toml(text: str, source: str) -> tuple[dict[str, Any], Positions, str]:
-    """Parse TOML text; syntax errors become a ConfigError at their line and column."""
-    try:
-        document = tomlkit.parse(text)
-    except ParseError as error:
-        message = re.sub(r"\s+at line \d+ col \d+$", "", str(error))
-        raise ConfigError.single(
-            source, f"TOML syntax error: {message}", line=error.line, column=error.col + 1
-        ) from None
-    except TOMLKitError as error:  # e.g. a key defined twice
-        raise ConfigError.single(source, f"TOML error: {error}") from None
-    return document.unwrap(), scan(text), source
 
 
 def _set(node: Any, path: KeyPath, value: Any) -> None:
@@ -113,6 +81,12 @@ def build_config(
     config_path: Path | None = None,
 ) -> GymConfig:
     """Validate raw config data (already parsed) with overrides applied; raise ConfigError on any problem."""
+    for override in overrides:  # checked first: applying them recurses along the path
+        if len(override.path) > MAX_DEPTH or too_deep_in_data(override.value) is not None:
+            key = shorten(
+                ".".join(map(str, override.path[:3])) + ("..." if len(override.path) > 3 else ""), 60
+            )
+            raise ConfigError.single(COMMAND_LINE, too_deep_message(), f"{key} ({override.flag})")
     raw = copy.deepcopy(dict(data))
     for override in overrides:
         try:
@@ -123,10 +97,18 @@ def build_config(
                 COMMAND_LINE, f"cannot set it: {error.args[0]}", f"{key} ({override.flag})"
             ) from None
     raw, expansion = expand_env(raw, os.environ if env is None else env)
-    secrets = tuple(expansion.values)
+    # Expanded values never appear in messages, nor the lower-cased or slugged forms a hint could make.
+    secrets = tuple(
+        {
+            form
+            for value in expansion.values
+            for form in (value, value.lower(), re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-"))
+            if len(form) >= 4
+        }
+    )
 
     def issue(loc: KeyPath, message: str, at_key: bool = False) -> ConfigIssue:
-        key = ".".join(map(str, loc))
+        key = redact(".".join(map(str, loc)), secrets)
         for override in reversed(overrides):
             if _matches(override.path, loc) or _matches(loc, override.path):
                 return ConfigIssue(COMMAND_LINE, f"{key} ({override.flag})", redact(message, secrets))
@@ -161,6 +143,7 @@ def build_config(
     assert config is not None
     if config_path is not None:
         config._source = config_path.resolve()
+    config._placeholders = {path: text for path, text in expansion.expanded.items() if path}
     return config
 
 

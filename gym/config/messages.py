@@ -20,8 +20,8 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"the string {json.dumps(shown, ensure_ascii=False)}"
+        # Never cut here: a cut secret escapes redaction. ConfigIssue redacts, then shortens.
+        return f"the string {json.dumps(value, ensure_ascii=False)}"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, dict):

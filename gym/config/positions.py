@@ -1,7 +1,7 @@
 """Where each key and value of a TOML document sits (line, column), for error messages.
 
-tomlkit round-trips text exactly but does not record positions, so once tomlkit has accepted the
-document this small scanner walks the same text and records, for every dotted path
+The TOML parser (``tomllib``) does not record positions, so this small scanner walks the same text
+and records, for every dotted path
 (``("datasets", 0, "format")``), where its key and its value start. Array elements and inline-table
 entries are recorded too, so ``accelerators = ["A100:1", "A100:x"]`` points at the second item.
 """
@@ -9,10 +9,13 @@ entries are recorded too, so ``accelerators = ["A100:1", "A100:x"]`` points at t
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 
 Path = tuple[str | int, ...]
-BARE_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+BASIC_BODY = re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*')  # up to the closing quote, escapes skipped
+LITERAL_BODY = re.compile(r"[^'\n]*")
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass
@@ -22,6 +25,8 @@ class Positions:
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     tables: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    statements: list[tuple[tuple[int, int], Path]] = field(default_factory=list)
+    """Every key/value and table header in document order: (position, path), repeats included."""
 
     def find(self, path: Path) -> tuple[int, int]:
         """Position of the value at ``path``, else of its key, else of the nearest enclosing table."""
@@ -37,14 +42,20 @@ class Positions:
         """Position of the key itself (for 'unknown key' errors), falling back to :meth:`find`."""
         return self.keys.get(tuple(path)) or self.tables.get(tuple(path)) or self.find(path)
 
+    def statement_before(self, line: int, column: int) -> tuple[tuple[int, int], Path] | None:
+        """The last key/value or table header starting at or before (line, column), if any."""
+        index = bisect.bisect_right(self.statements, (line, column), key=lambda statement: statement[0]) - 1
+        return self.statements[index] if index >= 0 else None
+
 
 class _Scanner:
     def __init__(self, text: str) -> None:
         self.text = text
         self.i = 0
-        self.line_starts = [0] + [n + 1 for n, ch in enumerate(text) if ch == "\n"]
+        self.line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
         self.out = Positions()
         self.array_tables: dict[Path, int] = {}
+        self.table: Path = ()
 
     # -- helpers -------------------------------------------------------------------------------
     def at(self, index: int) -> tuple[int, int]:
@@ -79,8 +90,7 @@ class _Scanner:
             if ch in ('"', "'"):
                 parts.append((self.read_string(), start))
             else:
-                while self.i < len(self.text) and self.text[self.i] in BARE_KEY_CHARS:
-                    self.i += 1
+                self.i = BARE_KEY.match(self.text, self.i).end()
                 parts.append((self.text[start : self.i], start))
             self.skip_space()
             if self.peek() != ".":
@@ -101,8 +111,7 @@ class _Scanner:
             return value
         self.i += 1
         start = self.i
-        while self.i < len(self.text) and self.text[self.i] not in (quote, "\n"):
-            self.i += 2 if quote == '"' and self.text[self.i] == "\\" else 1
+        self.i = (BASIC_BODY if quote == '"' else LITERAL_BODY).match(self.text, self.i).end()
         value = self.text[start : self.i]
         self.i += 1
         return (
@@ -131,10 +140,11 @@ class _Scanner:
                 if self.peek() in ("]", ""):
                     self.i += 1
                     return
+                before = self.i
                 self.read_value((*path, index))
                 index += 1
                 self.skip_space(newlines=True)
-                if self.peek() == ",":
+                if self.peek() == "," or self.i == before:
                     self.i += 1
         elif ch == "{":
             self.i += 1
@@ -143,9 +153,10 @@ class _Scanner:
                 if self.peek() in ("}", "", "\n"):
                     self.i += 1
                     return
+                before = self.i
                 self.read_keyval(path)
                 self.skip_space()
-                if self.peek() == ",":
+                if self.peek() == "," or self.i == before:
                     self.i += 1
         else:
             while self.i < len(self.text) and self.text[self.i] not in ",]}\n#":
@@ -157,6 +168,8 @@ class _Scanner:
         for name, start in parts:
             path = (*path, name)
             self.out.keys.setdefault(path, self.at(start))
+        if not prefix or prefix == self.table:  # a statement, not a key inside an inline table
+            self.out.statements.append((self.at(parts[0][1]), path))
         self.skip_space()
         if self.peek() == "=":
             self.i += 1
@@ -187,6 +200,7 @@ class _Scanner:
         else:
             path = self.resolve(parts)
         self.out.tables.setdefault(path, self.at(start))
+        self.out.statements.append((self.at(start), path))
         for depth in range(1, len(path)):
             self.out.tables.setdefault(path[:depth], self.at(start))
         return path
@@ -198,16 +212,16 @@ class _Scanner:
             if self.i >= len(self.text):
                 return self.out
             if self.peek() == "[":
-                prefix = self.read_header()
+                prefix = self.table = self.read_header()
             else:
                 self.read_keyval(prefix)
             self.skip_line()
 
 
 def scan(text: str) -> Positions:
-    """Positions of every key/value in ``text`` (a document tomlkit already accepted)."""
+    """Positions of every key/value in ``text`` (best effort on text that is not valid TOML)."""
     scanner = _Scanner(text)
     try:
         return scanner.run()
-    except (IndexError, ValueError):  # never let a locator problem hide the real error
+    except (IndexError, ValueError, RecursionError):  # never let a locator problem hide the real error
         return scanner.out

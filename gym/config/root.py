@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
@@ -55,6 +56,30 @@ class GymConfig(Section):
     )
 
     _source: Path | None = PrivateAttr(default=None)
+    _placeholders: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_references(self) -> dict[tuple[str | int, ...], str]:
+        """Keys whose value came from ``${VAR}`` expansion -> the text as written in gym.toml."""
+        return dict(self._placeholders)
+
+    def to_toml_data(self) -> dict[str, Any]:
+        """The config as plain TOML data, every default filled in, ``${VAR}`` references kept as written.
+
+        What is written next to the weights (and may be pushed to the Hub): an expanded
+        ``${HF_TOKEN}`` there would publish the secret.
+        """
+        data = self.model_dump(mode="json", exclude_none=True)
+        for path, text in self._placeholders.items():
+            node: Any = data
+            try:
+                for part in path[:-1]:
+                    node = node[part]
+                if isinstance(node, list) or path[-1] in node:
+                    node[path[-1]] = text
+            except (KeyError, IndexError, TypeError):  # a key the schema dropped: nothing to restore
+                continue
+        return data
 
     @property
     def source(self) -> Path | None:
@@ -135,6 +160,8 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"training-free GRPO needs train.method = 'grpo', got {train.method!r}",
             )
         )
+    if train.grpo.training_free:
+        issues += training_free_issues(train)
     compute = config.compute
     if compute is not None and compute.num_nodes > 1:
         if train.method in SINGLE_NODE_ONLY:
@@ -171,4 +198,28 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"the vLLM backend needs GPU hardware; space.hardware is {space.hardware!r}",
             )
         )
+    return issues
+
+
+def training_free_issues(train: TrainConfig) -> list[tuple[tuple[str | int, ...], str]]:
+    """Keys that training-free GRPO cannot honour: it trains no weights, so it has no optimiser steps to
+    accumulate and no loss curve to send to a tracker (its per-step record is train_results.json)."""
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    if train.report_to:
+        issues.append((("train", "report_to"), "training-free GRPO trains no weights and logs no training "
+                       "curves to trackers; its per-step rewards, library size and tokens go to "
+                       "train_results.json. Remove train.report_to"))  # fmt: skip
+    default_accumulation = type(train).model_fields["gradient_accumulation_steps"].default
+    # Set and not the default: a resolved gym.toml written back by `gym train` spells every default out.
+    if (
+        "gradient_accumulation_steps" in train.model_fields_set
+        and train.gradient_accumulation_steps != default_accumulation
+    ):
+        issues.append((("train", "gradient_accumulation_steps"), "training-free GRPO has no optimiser "
+                       "steps to accumulate; train.batch_size sets the queries per step. Remove "
+                       "train.gradient_accumulation_steps"))  # fmt: skip
+    grpo = train.grpo
+    if grpo.learner_api_key_env is not None and grpo.learner_api_base is None:
+        issues.append((("train", "grpo", "learner_api_key_env"), "learner_api_key_env is the key of "
+                       "learner_api_base, which is not set; the learner shares api_base and its api_key_env"))  # fmt: skip
     return issues

@@ -76,10 +76,13 @@ class ProjectConfig(Section):
     @classmethod
     def _check_name(cls, value: str) -> str:
         if not PROJECT_NAME.match(value):
+            from gym.config.errors import looks_like_secret
+
             hint = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:64] or "my-project"
+            suggestion = "" if looks_like_secret(value) else f"; try {hint!r}"  # a slugged token is still one
             raise fail(
                 f"expected a project name of lowercase letters, digits and '-' "
-                f"(1-64 characters, not starting or ending with '-'), got {value!r}; try {hint!r}"
+                f"(1-64 characters, not starting or ending with '-'), got {value!r}{suggestion}"
             )
         return value
 

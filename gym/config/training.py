@@ -55,7 +55,13 @@ class DpoConfig(Section):
         default=0.1, gt=0, description="Strength of the KL constraint to the reference model."
     )
     loss_type: Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"] = Field(
-        default="sigmoid", description="Preference loss."
+        default="sigmoid",
+        description="Preference loss: sigmoid (DPO), ipo, hinge, robust; simpo (SimPO, reference-free, on TRL's "
+        "CPOTrainer; beta is its reward scale, typically 2-10) or orpo (ORPO, reference-free, SFT loss plus "
+        "an odds-ratio term weighted by beta, typically 0.1).",
+    )
+    simpo_gamma: float = Field(
+        default=0.5, ge=0, description="Target reward margin of loss_type = 'simpo' (SimPO's gamma)."
     )
 
 
@@ -118,6 +124,43 @@ class GrpoConfig(Section):
         description="Environment variable holding the endpoint's API key.",
         examples=["OPENAI_API_KEY"],
     )
+    learner_api_base: str | None = Field(
+        default=None,
+        description="Training-free: an OpenAI-compatible endpoint for the learner (the model that summarises "
+        "rollouts and edits the library); default: the policy's endpoint (api_base).",
+        examples=["https://api.deepseek.com/v1"],
+    )
+    learner_model: str | None = Field(
+        default=None,
+        description="Training-free: the learner's model id at learner_api_base; default: the policy model.",
+        examples=["deepseek-chat"],
+    )
+    learner_api_key_env: EnvVarName | None = Field(
+        default=None,
+        description="Training-free: environment variable holding the learner endpoint's API key; "
+        "default: api_key_env when the learner shares the policy's endpoint.",
+        examples=["LEARNER_API_KEY"],
+    )
+    learner_temperature: float = Field(
+        default=0.3, ge=0, le=2, description="Training-free: sampling temperature of the learner's calls."
+    )
+    learner_max_tokens: int = Field(
+        default=2048,
+        gt=0,
+        description="Training-free: longest learner reply (summary, experiences, operations), in tokens.",
+    )
+    concurrency: int = Field(
+        default=16,
+        gt=0,
+        le=1024,
+        description="Training-free: requests in flight at once (policy and learner together).",
+    )
+    request_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="Training-free: seconds before one HTTP request is given up (then retried).",
+    )
 
     @field_validator("reward")
     @classmethod
@@ -132,7 +175,7 @@ class GrpoConfig(Section):
                 )
         return value
 
-    @field_validator("api_base")
+    @field_validator("api_base", "learner_api_base")
     @classmethod
     def _check_api_base(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^\s/]+", value):
@@ -176,13 +219,19 @@ class TrainConfig(Section):
     )
     cpu_threads: Literal["auto"] | int = Field(
         default="auto",
-        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else 1 for models under "
-        "20M parameters (tiny ops gain nothing from more threads and lose badly when cores are shared), "
-        "else one per core.",
+        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else measured: the "
+        "first steps alternate one thread and one per core, and the faster per trained token is kept "
+        "(train_results.json records the measurement).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
     save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
+    eval_steps: int | None = Field(
+        default=None,
+        gt=0,
+        description="Evaluate the held-out rows (datasets.eval_fraction) every N steps, besides before the first "
+        "and after the last step. Default: save_steps.",
+    )
     save_total_limit: int = Field(default=3, gt=0, description="Checkpoints kept on disk.")
     resume: str = Field(
         default="auto",

@@ -133,9 +133,15 @@ def _tokenize(
             ds_logging.disable_progress_bar()
 
 
+def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
+    """Whole columns as Python lists, straight from Arrow (``dataset[name]`` formats row by row)."""
+    table = dataset.with_format("arrow")[:]
+    return [table.column(name).to_pylist() for name in names]
+
+
 def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int]:
     """Count skipped rows into their dataset's report; drop them; return kept rows and truncations."""
-    statuses, sources, indices = tokenized["status"], tokenized["source"], tokenized["index"]
+    statuses, sources, indices = _columns(tokenized, "status", "source", "index")
     truncated = 0
     for status, source, index in zip(statuses, sources, indices, strict=True):
         if status == TRUNCATED:
@@ -186,9 +192,8 @@ def prepare_data(
     )
     for dataset in config.datasets:
         reports[str(dataset.name)].check(dataset.max_bad_fraction)
-    stats = TokenStats.of(
-        train["length"], sum(sum(1 for t in labels if t != -100) for labels in train["labels"]), truncated
-    )
+    lengths, loss_tokens = _columns(train, "length", "loss_tokens")
+    stats = TokenStats.of(lengths, sum(loss_tokens), truncated)
     meta = {
         "reports": [asdict(r) for r in reports.values()],
         "stats": asdict(stats),

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym.data.example import Example
-from gym.data.templates import IGNORE_INDEX, assistant_spans, labels_for_spans
+from gym.data.templates import IGNORE_INDEX, assistant_spans
+from gym.data.templates.masks import encode_texts, labels_for_encoding
 
 OK, TRUNCATED = "ok", "truncated (oldest turns dropped)"
 TOO_LONG = "longer than max_length"
@@ -73,7 +74,7 @@ class _Fit:
         self.body = messages[len(self.head) :]
         self.tools = tools
         self.starts = _exchange_starts(self.body)
-        self.best: tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]] | None = None
+        self.best: tuple[Any, list[tuple[int, int]]] | None = None  # (encoding, assistant spans)
         self.status = TOO_LONG
         self.low, self.high = 1, len(self.starts) - 1  # the answer lies in [low, high]
         self.next: int | None = len(self.starts) - 1 if len(self.starts) >= 2 else None
@@ -82,8 +83,8 @@ class _Fit:
         assert self.next is not None
         return self.head + self.body[self.starts[self.next] :]
 
-    def record(self, result: tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]] | str) -> None:
-        """The outcome of trying ``self.next``: tokens, offsets and spans, or why it does not fit."""
+    def record(self, result: tuple[Any, list[tuple[int, int]]] | str) -> None:
+        """The outcome of trying ``self.next``: its encoding and spans, or why it does not fit."""
         if self.best is None:  # the first try: the last exchange alone
             if isinstance(result, str):
                 self.status, self.next = result, None
@@ -95,11 +96,11 @@ class _Fit:
             self.best, self.high = result, self.next
         self.next = (self.low + self.high) // 2 if self.low < self.high else None
 
-    def result(self) -> tuple[list[int], list[int], str]:
+    def result(self) -> tuple[Any, Any, str]:
         if self.best is None:
             return [], [], self.status
-        ids, offsets, spans = self.best
-        return ids, labels_for_spans(ids, offsets, spans), self.status
+        ids, labels = labels_for_encoding(*self.best)
+        return ids, labels, self.status
 
 
 def _fit_conversations(
@@ -114,17 +115,13 @@ def _fit_conversations(
     fits = [_Fit(messages, tools) for messages, tools in conversations]
     while todo := [fit for fit in fits if fit.next is not None]:
         rendered = [_render_spans(tokenizer, fit.candidate(), fit.tools, settings) for fit in todo]
-        texts = [item[0] for item in rendered if not isinstance(item, str)]
-        encoding = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True) if texts else None
-        position = 0
+        encodings = iter(encode_texts(tokenizer, [item[0] for item in rendered if not isinstance(item, str)]))
         for fit, item in zip(todo, rendered, strict=True):
             if isinstance(item, str):
                 fit.record(item)
                 continue
-            assert encoding is not None
-            ids, offsets = encoding["input_ids"][position], encoding["offset_mapping"][position]
-            position += 1
-            fit.record((ids, offsets, item[1]) if len(ids) <= settings.max_length else TOO_LONG)
+            encoding = next(encodings)
+            fit.record((encoding, item[1]) if len(encoding) <= settings.max_length else TOO_LONG)
     return [fit.result() for fit in fits]
 
 
@@ -168,14 +165,19 @@ def _text_blocks(ids: list[int], tokenizer: Any, max_length: int) -> list[dict[s
     return [{"input_ids": b, "labels": list(b), "status": status} for b in blocks]
 
 
-def _with_status(ids: list[int], labels: list[int], status: str, method: str) -> dict[str, Any]:
-    if (
-        status in (OK, TRUNCATED)
-        and method in ("sft", "dpo", "rm", "kto")
-        and all(label == IGNORE_INDEX for label in labels)
-    ):
+def _with_status(ids: Any, labels: Any, status: str, method: str) -> dict[str, Any]:
+    import numpy as np
+
+    if status in (OK, TRUNCATED) and method in ("sft", "dpo", "rm", "kto") and _loss_tokens(labels) == 0:
         status = NO_LOSS
-    return {"input_ids": ids, "labels": labels, "status": status}
+    return {"input_ids": np.asarray(ids, dtype=np.int32), "labels": np.asarray(labels, dtype=np.int32),
+            "status": status}  # fmt: skip
+
+
+def _loss_tokens(labels: Any) -> int:
+    import numpy as np
+
+    return int(np.count_nonzero(np.asarray(labels) != IGNORE_INDEX))
 
 
 def tokenize_rows(
@@ -191,20 +193,16 @@ def tokenize_rows(
         return [_text_blocks(ids, tokenizer, settings.max_length) for ids in encoded]
     conversations = [_conversation(row) for row in rows]
     rendered = [_render_spans(tokenizer, messages, tools, settings) for messages, tools in conversations]
-    texts = [item[0] for item in rendered if not isinstance(item, str)]
-    encoding = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True) if texts else None
+    encodings = iter(encode_texts(tokenizer, [item[0] for item in rendered if not isinstance(item, str)]))
     results: list[list[dict[str, Any]]] = []
     over_long: list[int] = []  # rows to fit by dropping their oldest exchanges, all together at the end
-    position = 0
     for number, (row, item) in enumerate(zip(rows, rendered, strict=True)):
         if isinstance(item, str):
             results.append([{"input_ids": [], "labels": [], "status": item}])
             continue
-        assert encoding is not None
-        ids, offsets = encoding["input_ids"][position], encoding["offset_mapping"][position]
-        position += 1
-        if len(ids) <= settings.max_length:
-            results.append([_with_status(ids, labels_for_spans(ids, offsets, item[1]), OK, settings.method)])
+        encoding = next(encodings)
+        if len(encoding) <= settings.max_length:
+            results.append([_with_status(*labels_for_encoding(encoding, item[1]), OK, settings.method)])
         elif len(_exchange_starts(json.loads(row["messages"]))) < 2:
             results.append([_with_status([], [], TOO_LONG, settings.method)])  # nothing older to drop
         else:
@@ -219,16 +217,23 @@ def tokenize_rows(
 def tokenize_batch(
     batch: dict[str, list[Any]], *, tokenizer: Any, settings: TokenizeSettings
 ) -> dict[str, list[Any]]:
-    """``datasets.map(batched=True)`` body: input columns in, tokenized rows (same columns kept) out."""
+    """``datasets.map(batched=True)`` body: input columns in, tokenized rows (same columns kept) out.
+
+    Token columns leave as int32 NumPy arrays: Arrow takes them without a per-token Python object.
+    """
+    import numpy as np
+
     names = list(batch)
     rows = [{name: batch[name][position] for name in names} for position in range(len(batch[names[0]]))]
-    out: dict[str, list[Any]] = {name: [] for name in [*names, "input_ids", "labels", "length", "status"]}
+    columns = [*names, "input_ids", "labels", "length", "loss_tokens", "status"]
+    out: dict[str, list[Any]] = {name: [] for name in columns}
     for row, results in zip(rows, tokenize_rows(tokenizer, rows, settings), strict=True):
         for result in results:
             for name in names:
                 out[name].append(row[name])
-            out["input_ids"].append(result["input_ids"])
-            out["labels"].append(result["labels"])
+            out["input_ids"].append(np.asarray(result["input_ids"], dtype=np.int32))  # one Arrow type for all
+            out["labels"].append(np.asarray(result["labels"], dtype=np.int32))
             out["length"].append(len(result["input_ids"]))
+            out["loss_tokens"].append(_loss_tokens(result["labels"]))
             out["status"].append(result["status"])
     return out

@@ -96,6 +96,36 @@ class EvalReport:
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
+HELD_OUT_METRICS = (("loss", "eval_loss", False), ("accuracy", "reward_accuracy", True),
+                    ("margin", "reward_margin", True), ("reward", "reward", True))  # fmt: skip
+
+
+def held_out_scores(train_results: dict[str, Any]) -> list[TaskScore]:
+    """The held-out rows' evaluation recorded by training (``train_results.json`` ``eval``) as table rows.
+
+    Task ``held-out``, source ``train``: the value after the last step, the base value before the first,
+    so the card and the PR show them beside lm-eval's scores.
+    """
+    held = train_results.get("eval") if isinstance(train_results, dict) else None
+    if not isinstance(held, dict) or not isinstance(held.get("final"), dict):
+        return []
+    initial = held.get("initial") or {}
+    scores = []
+    for key, metric, higher in HELD_OUT_METRICS:
+        value = held["final"].get(key)
+        if not isinstance(value, (int, float)):
+            continue
+        base = initial.get(key)
+        base = float(base) if isinstance(base, (int, float)) else None
+        scores.append(
+            TaskScore(task="held-out", metric=metric, value=float(value), source="train",
+                      samples=held.get("rows"), base_value=base,
+                      delta=None if base is None else float(value) - base, higher_is_better=higher,
+                      dataset={"id": "local:held-out", "config": None, "split": "eval"})
+        )  # fmt: skip
+    return scores
+
+
 def fmt(value: float | None, *, signed: bool = False) -> str:
     """A score as text: four decimals, '—' when absent, '+' on positive deltas."""
     if value is None:

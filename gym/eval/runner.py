@@ -61,7 +61,7 @@ def evaluate(
     wall: dict[str, float] = {}
     start = time.perf_counter()
     model, tokenizer = load_tuned(config, tuned_path)
-    tuned = _run(model, tokenizer, loaded, manager, config, chat_template)
+    tuned = _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template)
     wall["tuned"] = round(time.perf_counter() - start, 3)
     del model
     base: dict[tuple[str, str, str], TaskScore] | None = None
@@ -70,7 +70,7 @@ def evaluate(
         model, tokenizer = load_base(config)
         base = {
             (s.task, s.metric, s.filter): s
-            for s in _run(model, tokenizer, loaded, manager, config, chat_template)
+            for s in _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template)
         }
         wall["base"] = round(time.perf_counter() - start, 3)
         del model
@@ -80,6 +80,7 @@ def evaluate(
             score.base_value = other.value
             if score.value is not None:
                 score.delta = score.value - other.value
+    tuned += held_out(tuned_path, with_base=config.eval.baseline)
     from importlib.metadata import version
 
     return EvalReport(
@@ -94,13 +95,33 @@ def evaluate(
     )
 
 
+def held_out(model_dir: Path, *, with_base: bool) -> list[TaskScore]:
+    """The held-out rows' scores that training recorded beside the weights (none without eval_fraction)."""
+    import json
+
+    from gym.eval.report import held_out_scores
+
+    try:
+        recorded = json.loads((model_dir / "train_results.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    scores = held_out_scores(recorded)
+    if not with_base:
+        for score in scores:
+            score.base_value = score.delta = None
+    return scores
+
+
 def _evaluate_experiences(
     config: GymConfig, model_path: str | Path | None, library: Path, chat: bool | None, quiet: bool
 ) -> EvalReport:
-    """Training-free GRPO: the same frozen model with and without its experience library."""
+    """Training-free GRPO: the same frozen model with and without its experience library.
+
+    The model is the policy the library was learned with: ``train.grpo.api_base`` when the run used an
+    endpoint (scored through lm-eval's chat-completions client), else the local model (or ``model_path``).
+    """
     from importlib.metadata import version
 
-    from gym.eval.models import load_base, load_tuned
     from gym.train.experiences import load_experiences, render_system_prompt
 
     try:
@@ -111,20 +132,21 @@ def _evaluate_experiences(
         for name in ("lm_eval", "lm-eval"):
             logging.getLogger(name).setLevel(logging.ERROR)
     manager, loaded = load_tasks([resolve_spec(entry, config) for entry in config.eval.tasks])
-    model, tokenizer = load_base(config) if model_path is None else load_tuned(config, Path(str(model_path)))
+    lm, name = _policy_lm(config, model_path, loaded)
+    if config.train.grpo.api_base and model_path is None:
+        chat = True  # a chat-completions endpoint is sent messages, never raw text
     wall: dict[str, float] = {}
     start = time.perf_counter()
-    with_library = _run(model, tokenizer, loaded, manager, config, chat, system)
+    with_library = _run(lm, loaded, manager, config, chat, system)
     wall["with_experiences"] = round(time.perf_counter() - start, 3)
     start = time.perf_counter()
-    without = {(s.task, s.metric, s.filter): s for s in _run(model, tokenizer, loaded, manager, config, chat)}
+    without = {(s.task, s.metric, s.filter): s for s in _run(lm, loaded, manager, config, chat)}
     wall["without_experiences"] = round(time.perf_counter() - start, 3)
     for score in with_library:
         other = without.get((score.task, score.metric, score.filter))
         if other is not None and other.value is not None:
             score.base_value = other.value
             score.delta = None if score.value is None else score.value - other.value
-    name = str(model_path or config.model.name_or_path)
     return EvalReport(
         model=f"{name} + experiences ({library})",
         results=with_library,
@@ -137,9 +159,27 @@ def _evaluate_experiences(
     )
 
 
+def hf_lm(model: Any, tokenizer: Any, config: GymConfig) -> Any:
+    """A loaded model and tokenizer as lm-eval's ``HFLM`` (lm-eval never reloads it per task)."""
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=config.eval.batch_size)
+
+
+def _policy_lm(config: GymConfig, model_path: str | Path | None, loaded: list[LoadedTask]) -> tuple[Any, str]:
+    """The lm-eval model of a training-free run's policy, and its name for the report."""
+    if config.train.grpo.api_base and model_path is None:
+        from gym.eval.endpoint import endpoint_lm
+
+        return endpoint_lm(config, loaded)
+    from gym.eval.models import load_base, load_tuned
+
+    model, tokenizer = load_base(config) if model_path is None else load_tuned(config, Path(str(model_path)))
+    return hf_lm(model, tokenizer, config), str(model_path or config.model.name_or_path)
+
+
 def _run(
-    model: Any,
-    tokenizer: Any,
+    lm: Any,
     loaded: list[LoadedTask],
     manager: Any,
     config: GymConfig,
@@ -148,9 +188,7 @@ def _run(
 ) -> list[TaskScore]:
     """Every loaded task on one model, in one or two simple_evaluate calls (with and without chat template)."""
     from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
 
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=config.eval.batch_size)
     scores: list[TaskScore] = []
     for use_chat in (True, False):
         batch = [t for t in loaded if (t.spec.chat_template if chat is None else chat) == use_chat]

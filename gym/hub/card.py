@@ -111,8 +111,23 @@ def _training_section(train: dict[str, Any]) -> str:
         ("hardware", train.get("hardware")),
         ("final loss", fmt(train.get("final_loss"))),
         ("trainable parameters", params),
+        *_held_out_rows(train.get("eval")),
     ]
     return "| | |\n|---|---|\n" + "".join(f"| {k} | {'—' if v is None else v} |\n" for k, v in rows)
+
+
+def _held_out_rows(held: Any) -> list[tuple[str, str]]:
+    """Held-out rows (datasets.eval_fraction) evaluated during training: before the first step → after the last."""
+    if not isinstance(held, dict) or not isinstance(held.get("final"), dict):
+        return []
+    initial = held.get("initial") or {}
+    rows = [("held-out rows", str(held.get("rows", "—")))]
+    for key, label in (("loss", "held-out eval loss"), ("accuracy", "held-out reward accuracy"),
+                       ("margin", "held-out reward margin"), ("reward", "held-out reward")):  # fmt: skip
+        if isinstance(held["final"].get(key), (int, float)):
+            before = f"{fmt(initial[key])} → " if isinstance(initial.get(key), (int, float)) else ""
+            rows.append((label, before + fmt(held["final"][key])))
+    return rows
 
 
 def _evaluation_notes(report: EvalReport) -> str:

@@ -216,3 +216,45 @@ def cloud_logs(config: GymConfig, *, job_id: int | None = None, follow: bool = T
         return sky.tail_logs(name, job_id, follow)
     except Exception as error:
         raise LaunchError(f"could not read the logs of {name}: {_one_line(error, {})}") from None
+
+
+def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
+    """Cancel one job: a managed job by id (``sky.jobs.cancel``), or a job on the run's cluster.
+
+    Used by the GitHub Action when a newer approved commit replaces a running job, so a pull request
+    never has two paid jobs for one config. Raises :class:`LaunchError` (one sentence) when SkyPilot
+    refuses or cannot be reached; the caller then does not launch the replacement.
+    """
+    import sky
+
+    try:
+        if managed:
+            sky.get(sky.jobs.cancel(job_ids=[int(job_id)]))
+        else:
+            sky.get(sky.cancel(name, job_ids=[int(job_id)]))
+    except Exception as error:
+        kind = "managed job" if managed else f"job on cluster {name}"
+        raise LaunchError(f"could not cancel {kind} {job_id}: {_one_line(error, {})}") from None
+
+
+def job_status(name: str, job_id: int, *, managed: bool) -> tuple[str, bool] | None:
+    """SkyPilot's status of one job (e.g. ``RUNNING``) and whether it has ended; None when not found.
+
+    A managed job is looked up by id in the jobs queue, a cluster job in the cluster's queue. Raises
+    :class:`LaunchError` (one sentence) when SkyPilot cannot be asked.
+    """
+    import sky
+
+    try:
+        if managed:
+            records, *_ = sky.get(sky.jobs.queue_v2(refresh=False, job_ids=[int(job_id)]))
+        else:
+            records = sky.get(sky.queue(name))
+    except Exception as error:
+        raise LaunchError(f"could not read the state of job {job_id}: {_one_line(error, {})}") from None
+    for record in records or []:
+        if _field(record, "job_id") == int(job_id):
+            status = _field(record, "status")
+            ended = bool(status.is_terminal()) if hasattr(status, "is_terminal") else False
+            return str(getattr(status, "value", status)), ended
+    return None

@@ -192,6 +192,8 @@ def build_plan(
         specs.append(
             SecretSpec(REPORT_TOKEN_ENV, True, "reporting the finished run back to the pull request")
         )
+    if compute.max_runtime_hours:
+        envs["GYM_MAX_RUNTIME_S"] = str(max(1, round(compute.max_runtime_hours * 3600)))
     if compute.checkpoint_bucket:
         task["file_mounts"] = {
             CHECKPOINT_MOUNT: {"source": compute.checkpoint_bucket.rstrip("/"), "mode": "MOUNT"}

@@ -33,8 +33,14 @@ fi
 # rendezvous on the first node's IP joins them. GYM_TRAIN_CMD replaces the command torchrun starts (a
 # test seam, and a hook for custom entry points); by default every rank runs the local stage runner,
 # `gym launch <config>`, which trains on all ranks and evaluates, writes the card and pushes on rank 0.
+# GYM_MAX_RUNTIME_S (compute.max_runtime_hours) stops the whole run with coreutils' timeout (TERM, then
+# KILL two minutes later); the job then fails with exit status 124 and stops billing.
 TRAIN_RUN = """\
 set -euo pipefail
+LIMIT=()
+if [ "${GYM_MAX_RUNTIME_S:-0}" -gt 0 ]; then
+  LIMIT=(timeout --kill-after=120 "${GYM_MAX_RUNTIME_S}")
+fi
 NUM_NODES="${SKYPILOT_NUM_NODES:-1}"
 NODE_RANK="${SKYPILOT_NODE_RANK:-0}"
 GPUS="${SKYPILOT_NUM_GPUS_PER_NODE:-0}"
@@ -48,10 +54,10 @@ else
 fi
 echo "gym: node $NODE_RANK of $NUM_NODES starts $NPROC process(es)" >&2
 if [ "$NUM_NODES" -gt 1 ] || [ "$NPROC" -gt 1 ]; then
-  exec torchrun --nnodes="$NUM_NODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC" \\
-    --master_addr="$MASTER_ADDR" --master_port="${GYM_MASTER_PORT:-29500}" --no-python "$@"
+  exec ${LIMIT[@]+"${LIMIT[@]}"} torchrun --nnodes="$NUM_NODES" --node_rank="$NODE_RANK" \\
+    --nproc_per_node="$NPROC" --master_addr="$MASTER_ADDR" --master_port="${GYM_MASTER_PORT:-29500}" --no-python "$@"
 fi
-exec "$@"
+exec ${LIMIT[@]+"${LIMIT[@]}"} "$@"
 """
 
 EVAL_RUN = """\

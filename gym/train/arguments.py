@@ -22,8 +22,13 @@ def bf16_supported() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
-def common_arguments(config: GymConfig, checkpoint_dir: Path) -> dict[str, Any]:
-    """TrainingArguments fields shared by all methods."""
+def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool = False) -> dict[str, Any]:
+    """TrainingArguments fields shared by all methods.
+
+    ``evaluate``: there are held-out rows (``datasets.eval_fraction``); they are evaluated before the first
+    step (the base, for the before/after in train_results.json), every ``train.eval_steps`` steps and, by
+    the runner, at the end.
+    """
     import torch
 
     from gym.model.adapters import gradient_checkpointing
@@ -56,6 +61,9 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path) -> dict[str, Any]:
         "dataloader_num_workers": 0,
         "use_cpu": not torch.cuda.is_available(),
         "save_only_model": False,
-        "eval_strategy": "no",
+        "eval_strategy": "steps" if evaluate else "no",
+        "eval_steps": train.eval_steps or train.save_steps,
+        "eval_on_start": evaluate,
         "logging_first_step": True,
+        "logging_nan_inf_filter": False,  # a NaN loss must show, so Gym's guard stops the run
     }

@@ -13,9 +13,11 @@ differ from 1 on identical weights and the KL to the reference nonzero before an
 
 The object mimics what Gym's runner uses of a transformers Trainer (``train``, ``state``,
 ``accelerator``, ``save_model``, ``remove_callback``, ``gym_tokens``) and calls the TrainerCallbacks it is
-given on train begin / step end / log / save / train end. It does not drive ``report_to`` trackers, and
-it runs in one process (``train.gradient_accumulation_steps`` is not used: each PPO epoch is one
-optimizer step over the whole rollout batch).
+given on train begin / step end / log / save / train end, with the ``train.report_to`` trackers'
+callbacks among them. It runs in one process. A step's rollout batch is ``batch_size x
+gradient_accumulation_steps`` prompts, sampled and trained in micro-batches of ``batch_size`` whose
+gradients each optimizer step accumulates. Held-out prompts (``datasets.eval_fraction``) are scored
+before the first step, every ``eval_steps`` and at the end: ``eval_reward`` and ``eval_kl``.
 """
 
 from __future__ import annotations
@@ -51,13 +53,14 @@ class PPOTrainer:
 
         config = self.config = ctx.config
         # Before the Accelerator: building TrainingArguments resets accelerate's shared state.
-        self.args = TrainingArguments(**common_arguments(config, ctx.checkpoint_dir))
+        self.args = TrainingArguments(**common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval))
         self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
         if self.accelerator.num_processes > 1:
             raise ValueError("train.method = 'ppo' runs in one process; launch it on a single GPU")
         set_seed(config.train.seed)
         self.tokenizer = ctx.tokenizer
         self.prompts = prompts_from_rows(ctx.data.train)
+        self.eval_prompts = prompts_from_rows(ctx.data.eval) if ctx.has_eval else []
         device = self.accelerator.device
         first = self.prompts[0]
         self.scorer = make_scorer(config, ctx.tokenizer, device, (first.messages, first.reference))
@@ -72,8 +75,10 @@ class PPOTrainer:
         self.optimizer = torch.optim.AdamW(
             self.trained, lr=train.learning_rate, weight_decay=train.weight_decay
         )
-        batch = min(train.batch_size, len(self.prompts))
+        # One PPO step samples batch_size x gradient_accumulation_steps prompts, in micro-batches of batch_size.
+        batch = min(train.batch_size * train.gradient_accumulation_steps, len(self.prompts))
         self.batch_size = batch
+        self.micro_batch = min(train.batch_size, batch)
         steps = (
             train.max_steps if train.max_steps > 0 else math.ceil(train.epochs * len(self.prompts) / batch)
         )
@@ -86,7 +91,11 @@ class PPOTrainer:
             num_train_epochs=math.ceil(steps * batch / len(self.prompts)),
         )
         self.control = TrainerControl()
-        self.callbacks = list(ctx.callbacks)
+        from transformers.integrations import get_reporting_integration_callbacks
+
+        # train.report_to: the same tracker callbacks a transformers Trainer adds, fed the same events.
+        trackers = [tracker() for tracker in get_reporting_integration_callbacks(self.args.report_to)]
+        self.callbacks = [*trackers, *ctx.callbacks]
         self.gym_tokens = 0
         self.reward_curve: list[tuple[int, float]] = []
 
@@ -110,8 +119,15 @@ class PPOTrainer:
         """The policy as the other methods save it: the adapter under PEFT, else the full weights."""
         self.model.save_pretrained(output_dir)
 
+    def restore_checkpoint(self, folder: Path) -> None:
+        """Load a checkpoint without training (the run was killed after its last checkpoint)."""
+        from gym.train.ppo_checkpoint import load_checkpoint
+
+        load_checkpoint(self, folder)
+
     def train(self, resume_from_checkpoint: str | None = None) -> Any:
         """Run PPO steps until ``state.max_steps``, resuming exactly from a Gym PPO checkpoint when given."""
+        from gym.train.guards import non_finite_loss
         from gym.train.ppo_checkpoint import load_checkpoint, save_checkpoint
 
         if resume_from_checkpoint:
@@ -119,15 +135,28 @@ class PPOTrainer:
         self.model.eval()
         self._event("on_train_begin")
         state, train = self.state, self.config.train
+        evaluating = bool(self.eval_prompts) and self.args.eval_strategy != "no"
+        if evaluating and self.args.eval_on_start:
+            self.evaluate()
         while state.global_step < state.max_steps:
             metrics = self.step(self.batch(state.global_step))
             state.global_step += 1
+            if not math.isfinite(metrics["loss"]):  # before anything is logged or saved
+                raise non_finite_loss(
+                    state.global_step,
+                    "loss",
+                    metrics["loss"],
+                    train.learning_rate,
+                    Path(self.args.output_dir),
+                )
             state.epoch = state.global_step * self.batch_size / len(self.prompts)
             self.reward_curve.append((state.global_step, metrics["reward"]))
             self._event("on_step_end")
             last = state.global_step >= state.max_steps
             if state.global_step % train.logging_steps == 0 or state.global_step == 1 or last:
                 self.log(metrics)
+            if evaluating and state.global_step % self.args.eval_steps == 0:
+                self.evaluate()
             if state.global_step % train.save_steps == 0 or last:
                 save_checkpoint(self)
                 self._event("on_save")
@@ -155,8 +184,8 @@ class PPOTrainer:
                 return forward(self.model, None, rollout, temperature, with_values=False)[0]
         return forward(self.reference, None, rollout, temperature, with_values=False)[0]
 
-    def step(self, prompts: list[Prompt]) -> dict[str, float]:
-        """One rollout batch and ``ppo_epochs`` optimizer steps on it; returns the step's metrics."""
+    def rollout(self, prompts: list[Prompt]) -> dict[str, Any]:
+        """Sample and score one micro-batch; the old log-probs, values, advantages and returns of PPO."""
         ppo, grpo = self.config.train.ppo, self.config.train.grpo
         rollout = sample(self.model, self.tokenizer, prompts, grpo.max_completion_length, grpo.temperature)
         scores = self.scorer(
@@ -174,33 +203,86 @@ class PPOTrainer:
             score_tensor, old_logprobs, ref_logprobs, mask, ppo.kl_coef
         )
         advantages, returns = ppo_core.gae(rewards, old_values, mask, ppo.gamma, ppo.lam)
-        advantages = ppo_core.masked_whiten(advantages, mask)
+        return {
+            "rollout": rollout,
+            "scores": scores,
+            "kl": kl,
+            "old_logprobs": old_logprobs,
+            "old_values": old_values,
+            "advantages": ppo_core.masked_whiten(advantages, mask),
+            "returns": returns,
+        }
+
+    def step(self, prompts: list[Prompt]) -> dict[str, float]:
+        """One rollout batch and ``ppo_epochs`` optimizer steps on it; returns the step's metrics.
+
+        The batch is sampled and scored in micro-batches of ``train.batch_size`` prompts; each optimizer step
+        accumulates the gradients of all of them (``train.gradient_accumulation_steps``). Advantages are
+        whitened per micro-batch.
+        """
+        ppo, grpo = self.config.train.ppo, self.config.train.grpo
+        size = self.micro_batch
+        parts = [self.rollout(prompts[i : i + size]) for i in range(0, len(prompts), size)]
+        share = 1.0 / (ppo.ppo_epochs * len(parts))
         totals = {"loss": 0.0, "policy_loss": 0.0, "value_loss": 0.0, "clip_fraction": 0.0}
         for _ in range(ppo.ppo_epochs):
-            logprobs, values = forward(self.model, self.value_head, rollout, grpo.temperature)
-            pg, clipped = ppo_core.policy_loss(logprobs, old_logprobs, advantages, mask, ppo.clip_range)
-            vf, _ = ppo_core.value_loss(values, old_values, returns, mask, ppo.clip_range)
-            loss = pg + VALUE_COEF * vf
             self.optimizer.zero_grad(set_to_none=True)
-            self.accelerator.backward(loss)
+            for part in parts:
+                rollout, mask = part["rollout"], part["rollout"].mask
+                logprobs, values = forward(self.model, self.value_head, rollout, grpo.temperature)
+                pg, clipped = ppo_core.policy_loss(
+                    logprobs, part["old_logprobs"], part["advantages"], mask, ppo.clip_range
+                )
+                vf, _ = ppo_core.value_loss(values, part["old_values"], part["returns"], mask, ppo.clip_range)
+                loss = pg + VALUE_COEF * vf
+                self.accelerator.backward(loss / len(parts))
+                self.gym_tokens += int(rollout.attention_mask.sum())
+                for name, value in (
+                    ("loss", loss),
+                    ("policy_loss", pg),
+                    ("value_loss", vf),
+                    ("clip_fraction", clipped),
+                ):
+                    totals[name] += value.item() * share
             torch.nn.utils.clip_grad_norm_(self.trained, MAX_GRAD_NORM)
             self.optimizer.step()
             self.scheduler.step()
-            self.gym_tokens += int(rollout.attention_mask.sum())
-            for name, value in (
-                ("loss", loss),
-                ("policy_loss", pg),
-                ("value_loss", vf),
-                ("clip_fraction", clipped),
-            ):
-                totals[name] += value.item() / ppo.ppo_epochs
+        scores = [score for part in parts for score in part["scores"]]
+        masks = torch.cat([part["rollout"].mask.sum(dim=1).float() for part in parts])
         return {
             **totals,
             "reward": sum(scores) / len(scores),
-            "kl": float(kl.sum(dim=1).mean()),
-            "completion_length": float(mask.sum(dim=1).mean()),
+            "kl": float(torch.cat([part["kl"].sum(dim=1) for part in parts]).mean()),
+            "completion_length": float(masks.mean()),
             "learning_rate": self.scheduler.get_last_lr()[0],
         }
+
+    def evaluate(self) -> dict[str, float]:
+        """Mean reward and KL to the reference on the held-out prompts, logged as ``eval_reward`` / ``eval_kl``.
+
+        Sampling here runs under a forked RNG, so evaluating never changes what training samples next.
+        """
+        grpo = self.config.train.grpo
+        rewards, kls = [], []
+        devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            for i in range(0, len(self.eval_prompts), self.micro_batch):
+                prompts = self.eval_prompts[i : i + self.micro_batch]
+                rollout = sample(
+                    self.model, self.tokenizer, prompts, grpo.max_completion_length, grpo.temperature
+                )
+                rewards += self.scorer(
+                    [p.messages for p in prompts],
+                    rollout.texts,
+                    rollout.completion_ids,
+                    [p.reference for p in prompts],
+                )
+                logprobs = forward(self.model, None, rollout, grpo.temperature, with_values=False)[0]
+                reference = self.reference_logprobs(rollout, grpo.temperature)
+                kls += ((logprobs - reference) * rollout.mask).sum(dim=1).tolist()
+        metrics = {"eval_reward": sum(rewards) / len(rewards), "eval_kl": sum(kls) / len(kls)}
+        self.log(metrics)
+        return metrics
 
     # -- callbacks ----------------------------------------------------------------------------------
 

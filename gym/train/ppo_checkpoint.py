@@ -3,25 +3,23 @@
 A checkpoint holds what an exact resume needs: the trainable policy weights (adapters, or every weight
 under full fine-tuning), the value head, the optimizer and scheduler, the RNG states and
 ``trainer_state.json`` (step and log history; its name lets ``train.resume = <path>`` accept the folder).
-The ``gym_complete.json`` marker is written last and atomically, as :mod:`gym.train.checkpoints` does,
-so a run killed while saving leaves a folder that resume ignores and removes.
+The ``gym_complete.json`` marker (with every file's size and hash) is written last and atomically, as
+:mod:`gym.train.checkpoints` does, so a run killed while saving leaves a folder that resume ignores and
+removes, and one damaged afterwards is detected.
 
 Prompt order needs no saved state: the batch of step ``n`` is a pure function of the seed and ``n``.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gym.files import atomic_write_text
-from gym.train.checkpoints import MARKER, checkpoints, training_fingerprint
+from gym.train.checkpoints import checkpoints, training_fingerprint, write_marker
 
 if TYPE_CHECKING:
     from gym.train.ppo import PPOTrainer
@@ -74,12 +72,7 @@ def save_checkpoint(trainer: PPOTrainer) -> Path:
     torch.save(trainer.scheduler.state_dict(), folder / SCHEDULER)
     torch.save(rng_state(), folder / RNG)
     trainer.state.save_to_json(str(folder / STATE))
-    marker = {
-        "step": trainer.state.global_step,
-        "time": time.time(),
-        "fingerprint": training_fingerprint(trainer.config),
-    }
-    atomic_write_text(folder / MARKER, json.dumps(marker))
+    write_marker(folder, trainer.state.global_step, training_fingerprint(trainer.config))
     prune(folder.parent, trainer.args.save_total_limit)
     return folder
 

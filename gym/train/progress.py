@@ -28,6 +28,15 @@ class TrainLog:
         return self.tokens / self.wall_seconds if self.wall_seconds else 0.0
 
 
+def eval_text(logs: dict[str, Any]) -> str:
+    """``eval loss 1.2345 acc 0.750 margin 0.41`` from one evaluation's logs (what the method reports)."""
+    from gym.train.history import headline
+
+    point = headline({key[len("eval_") :]: value for key, value in logs.items() if key.startswith("eval_")})
+    names = {"loss": "loss", "accuracy": "acc", "margin": "margin", "reward": "reward"}
+    return "eval " + " ".join(f"{names[key]} {value:.4f}" for key, value in point.items())
+
+
 class ProgressCallback(TrainerCallback):
     """Rich progress bar with loss and tokens/s; collects :class:`TrainLog`."""
 
@@ -57,6 +66,7 @@ class ProgressCallback(TrainerCallback):
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"),
             TextColumn("{task.fields[speed]} tok/s"),
+            TextColumn("{task.fields[eval]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -64,7 +74,7 @@ class ProgressCallback(TrainerCallback):
         )
         self.progress.start()
         self.task = self.progress.add_task(
-            "train", total=state.max_steps, completed=state.global_step, loss="-", speed="-"
+            "train", total=state.max_steps, completed=state.global_step, loss="-", speed="-", eval=""
         )
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -84,6 +94,8 @@ class ProgressCallback(TrainerCallback):
             self.log.losses.append((state.global_step, float(logs["loss"])))
             if self.progress is not None:
                 self.progress.update(self.task, loss=f"{logs['loss']:.4f}")
+        if logs and self.progress is not None and any(key.startswith("eval_") for key in logs):
+            self.progress.update(self.task, eval=eval_text(logs))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.wall_seconds = time.perf_counter() - self.log.started

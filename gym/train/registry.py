@@ -29,6 +29,11 @@ class TrainContext:
     _model: Any = None
 
     @property
+    def has_eval(self) -> bool:
+        """Whether there are held-out rows to evaluate (``datasets.eval_fraction``)."""
+        return self.data.eval is not None and len(self.data.eval) > 0
+
+    @property
     def model(self) -> Any:
         if self._model is None:
             self._model = self.load_model()

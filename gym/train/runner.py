@@ -2,8 +2,9 @@
 
 ``output_dir`` then holds the adapter or full weights (safetensors), the tokenizer carrying the chat
 template used, the resolved ``gym.toml``, ``train_results.json`` (loss curve, tokens/s, wall time,
-trainable parameters) and ``checkpoints/``. Rerunning the same command resumes from the newest
-complete checkpoint (``train.resume = "auto"``).
+trainable parameters, held-out evaluation) and ``checkpoints/``. Rerunning the same command resumes
+from the newest complete, intact checkpoint (``train.resume = "auto"``) and stops at exactly the planned
+step; rerunning a finished run is a no-op.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import os
 import platform
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from gym.files import atomic_write_text
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
@@ -39,6 +42,9 @@ class TrainResult:
     resumed_from: str | None
     hardware: str
     train_rows: int
+    eval: dict[str, Any] | None = None  # held-out rows (datasets.eval_fraction): see gym.train.history
+    already_trained: bool = False  # a rerun of a finished run: nothing was trained or written
+    restored_only: bool = False  # the last checkpoint was the planned step: the result was written from it
 
 
 def hardware() -> str:
@@ -58,6 +64,13 @@ def write_resolved_config(config: GymConfig, folder: Path) -> None:
     (folder / "gym.toml").write_text(header + tomlkit.dumps(data), encoding="utf-8")
 
 
+def _note(message: str) -> None:
+    if is_main_process():
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[dim]note[/dim] {message}", markup=True, highlight=False, soft_wrap=True)
+
+
 def _warn(message: str) -> None:
     if is_main_process():
         from rich.console import Console
@@ -69,27 +82,6 @@ def _warn(message: str) -> None:
 
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
-
-
-SMALL_MODEL_PARAMETERS = 20_000_000
-
-
-def set_cpu_threads(config: GymConfig, parameters: int) -> None:
-    """Torch intra-op threads for CPU training (``train.cpu_threads``); GPUs are left alone.
-
-    Measured here on builtin:tiny: one thread trains 8x faster than two when another process shares
-    the cores (OpenMP threads wait on each other), and no slower when they are free.
-    """
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    wanted = config.train.cpu_threads
-    if wanted == "auto":
-        if os.environ.get("OMP_NUM_THREADS"):
-            return
-        wanted = 1 if parameters < SMALL_MODEL_PARAMETERS else (os.cpu_count() or 1)
-    torch.set_num_threads(int(wanted))
 
 
 TRACKER_PACKAGES = {
@@ -116,7 +108,11 @@ def check_trackers(config: GymConfig) -> None:
 
 
 def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
-    """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything."""
+    """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything.
+
+    A rerun of a finished run changes nothing and returns its recorded result (``already_trained``);
+    resume always ends at exactly the planned step (see :mod:`gym.train.resume`).
+    """
     from gym.quiet import quiet_libraries
 
     quiet_libraries()
@@ -124,8 +120,11 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.model.adapters import apply_adapter, trainable_parameters
     from gym.model.loading import load_model, load_tokenizer
     from gym.train.checkpoints import CompleteCheckpoints, resume_point, training_fingerprint
+    from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
+    from gym.train.resume import checkpoint_step, finished_run, planned_steps, restore_checkpoint
+    from gym.train.threads import fixed_threads, make_tuner
 
     check_trackers(config)
     output = config.output_path
@@ -135,6 +134,12 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     data = prepare_data(config, tokenizer)
 
     fingerprint = training_fingerprint(config)  # marks the checkpoints written and picks the one resumed
+    done = finished_run(config, fingerprint)
+    if done is not None:
+        return replace(
+            TrainResult(**{k: done[k] for k in TrainResult.__dataclass_fields__ if k in done}),
+            already_trained=True,
+        )
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())
     context = TrainContext(
@@ -143,12 +148,16 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         tokenizer,
         data,
         checkpoint_dir,
-        [CompleteCheckpoints(fingerprint), progress],
+        [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
     )
     trainer = builder(context)
     trained_model = getattr(trainer, "model", None)
     trainable, total = trainable_parameters(trained_model) if trained_model is not None else (0, 0)
-    set_cpu_threads(config, total)
+    threads = fixed_threads(config)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(
@@ -158,9 +167,77 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     progress.token_source = lambda: int(
         getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0))
     )
-    resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn)
-    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    planned = planned_steps(trainer)
+    resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn, max_step=planned)
+    restored = resume is not None and planned is not None and checkpoint_step(resume) >= planned
+    measured: dict[str, Any] = {}  # what this session measured, written into train_results.json
+    evaluating = getattr(getattr(trainer, "args", None), "eval_strategy", "no") != "no"
+    if restored:
+        restore_checkpoint(trainer, resume)  # killed after its last checkpoint: finish without a step
+    else:
+        if evaluating and resume is not None:
+            trainer.args.eval_on_start = False  # the step-0 evaluation is in the resumed log already
+        # Only transformers Trainers call step callbacks; PPO and training-free GRPO keep the fixed count.
+        tuner = (
+            make_tuner(config, planned or 0, progress.token_source, _note)
+            if hasattr(trainer, "add_callback")
+            else None
+        )
+        if tuner is not None:
+            trainer.add_callback(tuner)
+        output = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+        # Trainer.train's own clock, the window every Trainer-based tool reports (benchmarks compare on it)
+        runtime = (getattr(output, "metrics", None) or {}).get("train_runtime")
+        if runtime is not None:
+            measured["train_runtime"] = runtime
+        if tuner is not None and tuner.measured:
+            measured["cpu_threads"] = tuner.measured
+    if evaluating:
+        evaluate_at_end(trainer)
+    check_final_weights(config, trainer, checkpoint_dir)
+    result = save_outputs(
+        config, trainer, tokenizer, data, log, resume, fingerprint, (trainable, total), measured
+    )
+    return replace(result, restored_only=restored)
 
+
+def evaluate_at_end(trainer: Any) -> None:
+    """Evaluate the held-out rows at the final step unless ``eval_steps`` just did."""
+    from gym.train.history import eval_points
+
+    points = eval_points(trainer.state.log_history)
+    if not points or points[-1]["step"] != trainer.state.global_step:
+        trainer.evaluate()
+
+
+def check_final_weights(config: GymConfig, trainer: Any, checkpoint_dir: Path) -> None:
+    """Never save NaN or infinite weights as the result (the loss can stay finite a step longer)."""
+    from gym.train.guards import non_finite_parameter, non_finite_weights
+
+    model = getattr(trainer, "model", None)
+    bad = non_finite_parameter(model) if model is not None and hasattr(model, "named_parameters") else None
+    if bad is not None:
+        raise non_finite_weights(trainer.state.global_step, bad, config.train.learning_rate, checkpoint_dir)
+
+
+def save_outputs(
+    config: GymConfig,
+    trainer: Any,
+    tokenizer: Any,
+    data: Any,
+    log: Any,
+    resume: Path | None,
+    fingerprint: str,
+    parameters: tuple[int, int],
+    measured: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Write weights, tokenizer, resolved gym.toml and, last, train_results.json (the completion record)."""
+    from gym.train.history import eval_summary, loss_curve
+    from gym.train.resume import completion_record
+
+    output = config.output_path
+    history = list(getattr(trainer.state, "log_history", None) or [])
+    losses = loss_curve(history) or log.losses  # the whole run's curve, across resumes
     result = TrainResult(
         output_dir=str(output),
         method=config.train.method,
@@ -169,13 +246,14 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         wall_seconds=round(log.wall_seconds, 3),
         tokens=log.tokens,
         tokens_per_second=round(log.tokens_per_second, 1),
-        trainable_parameters=trainable,
-        total_parameters=total,
-        final_loss=log.losses[-1][1] if log.losses else None,
-        loss_curve=log.losses,
+        trainable_parameters=parameters[0],
+        total_parameters=parameters[1],
+        final_loss=losses[-1][1] if losses else None,
+        loss_curve=losses,
         resumed_from=str(resume) if resume is not None else None,
         hardware=hardware(),
         train_rows=len(data.train),
+        eval=eval_summary(history, len(data.eval) if data.eval is not None else 0),
     )
     # A method whose numbers are not the Trainer's (training-free GRPO: requests and tokens, no weights)
     # supplies them itself; keys that are not TrainResult fields are written to train_results.json as is.
@@ -188,7 +266,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         trainer.save_model(str(output))
         tokenizer.save_pretrained(str(output))
         write_resolved_config(config, output)
-        record = {**asdict(result), **overrides}
-        (output / RESULTS).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        record = {k: v for k, v in asdict(result).items() if k not in ("already_trained", "restored_only")}
+        record = {**record, **(measured or {}), **overrides, **completion_record(config, fingerprint, output)}
+        atomic_write_text(output / RESULTS, json.dumps(record, indent=2) + "\n")
     trainer.accelerator.wait_for_everyone()
     return result

@@ -18,6 +18,8 @@ import pytest
 from action.launchers import LaunchRequest
 from action.main import main
 from action.outcome import LaunchOutcome
+from action.sticky import RunState
+from gym.launch.task import LaunchError
 from tests.action.github_server import FakeGitHub, serve
 
 EVENTS = Path(__file__).parent / "events"
@@ -101,6 +103,25 @@ class RecordingLauncher:
 
 
 @dataclass
+class RecordingJobs:
+    """Stands in for SkyPilot's job queue and cancel (tests/action/test_cloud_cancel.py uses the real ones)."""
+
+    statuses: dict[str, tuple[str, bool]] = field(default_factory=dict)  # job id -> (status, ended)
+    cancelled: list[RunState] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
+    fail: str = ""
+
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        self.asked.append(state.job_id)
+        return self.statuses.get(state.job_id, ("RUNNING", False))
+
+    def cancel(self, state: RunState) -> None:
+        if self.fail:
+            raise LaunchError(self.fail)
+        self.cancelled.append(state)
+
+
+@dataclass
 class Result:
     rc: int
     outputs: dict[str, str]
@@ -147,7 +168,7 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
     counter = {"n": 0}
 
     def run(event: str, name: str, launcher: RecordingLauncher, *, event_data: dict[str, Any] | None = None,
-            **inputs: str) -> Result:  # fmt: skip
+            jobs: RecordingJobs | None = None, **inputs: str) -> Result:  # fmt: skip
         counter["n"] += 1
         runner = tmp_path / f"runner{counter['n']}"
         runner.mkdir()
@@ -172,7 +193,7 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
             **{f"GYM_INPUT_{key.upper()}": value for key, value in inputs.items()},
         }
         env = RecordingEnv(data)
-        rc = main(env, launcher)
+        rc = main(env, launcher, jobs or RecordingJobs())
         out = runner / "output"
         summary = runner / "summary.md"
         return Result(

@@ -1,7 +1,8 @@
 """A recording GitHub REST API on 127.0.0.1: just the routes PyGithub calls for the action.
 
-State is plain dicts the test fills (pulls, files, labels, comments, compares, commits); every request
-is recorded as (method, path, json body). ``read_only`` answers writes with 403 like the read-only
+State is plain dicts the test fills (pulls, files, labels, comments, compares, commits, issue events,
+collaborator roles); every request is recorded as (method, path, json body). ``user_login`` None makes
+``GET /user`` answer 403 as it does for the Actions token, whose comments are by ``bot_login``. ``read_only`` answers writes with 403 like the read-only
 token GitHub gives a fork's pull request. URLs in responses point back at this server, as PyGithub
 follows them.
 """
@@ -14,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 
 @dataclass
@@ -36,6 +37,12 @@ class FakeGitHub:
     compares: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # "base...head" -> files
     commits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     read_only: bool = False
+    events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # issue events (labeled, ...)
+    roles: dict[str, str] = field(
+        default_factory=dict
+    )  # login -> role_name (admin, maintain, write, triage, read)
+    user_login: str | None = None  # GET /user: None -> 403 (an installation token, like GITHUB_TOKEN)
+    bot_login: str = "github-actions[bot]"  # who comments created with the token are by
     requests: list[Recorded] = field(default_factory=list)
     base: str = ""
     _next_id: int = 1000
@@ -43,6 +50,22 @@ class FakeGitHub:
     # -- helpers for assertions ------------------------------------------------------------------
     def calls(self, method: str, pattern: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+    def apply_label(self, number: int, name: str, actor: str) -> int:
+        """A person applies a label: it is on the PR and a `labeled` issue event records who did it."""
+        if name not in self.labels.setdefault(number, []):
+            self.labels[number].append(name)
+        self._next_id += 1
+        self.events.setdefault(number, []).append(
+            {"id": self._next_id, "event": "labeled", "actor": actor, "label": name}
+        )
+        return self._next_id
+
+    def add_comment(self, number: int, body: str, login: str) -> int:
+        self._next_id += 1
+        user = {"login": login, "type": "Bot" if login.endswith("[bot]") else "User"}
+        self.comments.setdefault(number, []).append({"id": self._next_id, "body": body, "user": user})
+        return self._next_id
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def _repo_json(self, name: str | None = None) -> dict[str, Any]:
@@ -80,8 +103,32 @@ class FakeGitHub:
                 "head": {"ref": "feature", "sha": "a" * 40, "repo": self._repo_json(head) if head else None},
                 "base": {"ref": "main", "sha": "b" * 40, "repo": self._repo_json()}}  # fmt: skip
 
+    def _event_json(self, number: int, event: dict[str, Any]) -> dict[str, Any]:
+        return {"id": event["id"], "event": event["event"], "created_at": "2026-12-01T00:00:00Z",
+                "url": f"{self.base}/repos/{self.repo}/issues/events/{event['id']}",
+                "actor": {"login": event["actor"], "type": "User"},
+                "label": {"name": event["label"], "color": "fff"}}  # fmt: skip
+
+    def _permission_json(self, login: str) -> tuple[int, Any]:
+        role = self.roles.get(login)
+        if role is None:
+            return 404, {"message": f"{login} is not a user"}
+        base = {"maintain": "write", "triage": "read"}.get(role, role)
+        return 200, {"permission": base, "role_name": role, "user": {"login": login}}
+
+    def _unlabel(self, number: int, name: str) -> tuple[int, Any]:
+        labels = self.labels.get(number, [])
+        if name not in labels:
+            return 404, {"message": "Label does not exist"}
+        labels.remove(name)
+        return 200, [{"name": x, "color": "fff"} for x in labels]
+
     # -- routing -----------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        if path == "/user" and method == "GET":
+            if self.user_login is None:
+                return 403, {"message": "Resource not accessible by integration"}
+            return 200, {"login": self.user_login, "id": 1, "type": "User"}
         prefix = f"/repos/{self.repo}"
         if not path.startswith(prefix):
             return 404, {"message": "Not Found"}
@@ -96,6 +143,9 @@ class FakeGitHub:
             ("GET", r"/issues/(\d+)/labels", lambda n: (200, [{"name": x, "color": "fff"} for x in self.labels.get(int(n), [])])),
             ("GET", r"/issues/(\d+)/comments", lambda n: (200, [self._comment_json(int(n), c) for c in self.comments.get(int(n), [])])),
             ("POST", r"/issues/(\d+)/comments", lambda n: self._create(int(n), body)),
+            ("GET", r"/issues/(\d+)/events", lambda n: (200, [self._event_json(int(n), e) for e in self.events.get(int(n), [])])),
+            ("DELETE", r"/issues/(\d+)/labels/([^/]+)", lambda n, name: self._unlabel(int(n), unquote(name))),
+            ("GET", r"/collaborators/([^/]+)/permission", lambda login: self._permission_json(unquote(login))),
             ("PATCH", r"/issues/comments/(\d+)", lambda cid: self._edit(int(cid), body)),
             ("GET", r"/compare/([^/]+)", lambda spec: (200, {"files": self._files_json(self.compares.get(spec, []))})),
             ("GET", r"/commits/(\w+)", lambda sha: (200, {"sha": sha, "url": f"{self.base}{path}", "files": self._files_json(self.commits.get(sha, []))})),
@@ -111,7 +161,10 @@ class FakeGitHub:
         comment = {
             "id": self._next_id,
             "body": body["body"],
-            "user": {"login": "github-actions[bot]", "type": "Bot"},
+            "user": {
+                "login": self.user_login or self.bot_login,
+                "type": "User" if self.user_login else "Bot",
+            },
         }
         self.comments.setdefault(number, []).append(comment)
         return 201, self._comment_json(number, comment)

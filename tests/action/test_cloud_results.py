@@ -47,10 +47,13 @@ def test_cloud_launcher_waits_and_returns_the_results(monkeypatch: pytest.Monkey
         return RESULTS
 
     monkeypatch.setattr(cloud, "wait_for_results", follow)
+    heard: list[tuple[str | None, list[int]]] = []
     request = LaunchRequest(
-        config=None, config_path=Path("gym.toml"), flags=[], cloud=True, env={}, echo=lambda _: None
-    )
+        config=None, config_path=Path("gym.toml"), flags=[], cloud=True, env={}, echo=lambda _: None,
+        on_submitted=lambda launch: heard.append((launch.job_id, list(followed))),
+    )  # fmt: skip
     assert launch_on_cloud(request).results is None and followed == []  # wait off: submitted only
+    assert heard == []  # nothing to follow: the returned outcome is the whole story
     request.wait = True
     outcome = launch_on_cloud(request)
     assert (
@@ -59,3 +62,4 @@ def test_cloud_launcher_waits_and_returns_the_results(monkeypatch: pytest.Monkey
         and outcome.job_id == "7"
         and "finished" in outcome.detail
     )
+    assert heard == [("7", [])]  # told of the job before following it

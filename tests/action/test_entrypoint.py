@@ -16,7 +16,10 @@ SECRETS = {"GYM_INPUT_HF_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY"}
 def _pull(github, number: int, head_repo: str, files, labels=()) -> None:
     github.pulls[number] = {"head_repo": head_repo}
     github.files[number] = list(files)
-    github.labels[number] = list(labels)
+    github.labels[number] = []
+    github.roles["wendy"] = "write"
+    for label in labels:
+        github.apply_label(number, label, "wendy")
 
 
 def test_same_repo_pr_plans_and_keeps_one_sticky_comment(github, run_action) -> None:
@@ -30,7 +33,7 @@ def test_same_repo_pr_plans_and_keeps_one_sticky_comment(github, run_action) -> 
     assert len(comments) == 1
     body = comments[0]["body"]
     assert body.startswith("<!-- gym-action config=gym.toml -->")
-    assert "launch needs the `gym:launch` label" in body
+    assert "plan only: commit aaaaaaaaaaaa is not approved (no `gym:launch` label)" in body
     assert "`A100:1`, `H100:1`" in body and "| spot | yes |" in body and "managed job" in body
     assert "HF_TOKEN: <redacted>" in body
     assert first.outputs["mode"] == "plan"

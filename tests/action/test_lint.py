@@ -1,4 +1,4 @@
-"""action.yml and the example workflow: actionlint, GitHub's JSON Schemas, and the security rules as text.
+"""action.yml and the example workflow: actionlint, zizmor, GitHub's JSON Schemas, and the security rules.
 
 actionlint lints workflows, not action metadata; it does read a local action's action.yml when a
 workflow uses it as ``uses: ./``, so the example workflow is linted in a scratch repository where it
@@ -23,6 +23,7 @@ from tests.conftest import REPO
 ACTION = REPO / "action.yml"
 WORKFLOW = REPO / "examples" / "workflows" / "gym.yml"
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
+ZIZMOR = Path(sys.executable).parent / "zizmor"
 GYM_USES = re.compile(r"uses: zoo-gym/gym@\S+")
 
 
@@ -117,3 +118,34 @@ def test_security_rules() -> None:
     )
     checkout = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["persist-credentials"] is False
+
+
+def _zizmor(*paths: Path) -> list[dict]:
+    """zizmor's findings at medium severity or above, offline (no GitHub API), as JSON."""
+    if not ZIZMOR.exists():
+        pytest.skip(f"zizmor not installed at {ZIZMOR} (PyPI zizmor, a test extra)")
+    cmd = [str(ZIZMOR), "--offline", "--min-severity", "medium", "--format", "json", *map(str, paths)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_zizmor_finds_nothing_at_medium_or_above() -> None:
+    findings = _zizmor(ACTION, WORKFLOW)
+    assert findings == [], json.dumps(findings, indent=1)[:3000]
+
+
+def test_zizmor_would_catch_an_unpinned_gym(tmp_path: Path) -> None:
+    """The check above is real: the example with a tag instead of a commit is reported (high)."""
+    unpinned = tmp_path / "gym.yml"
+    unpinned.write_text(GYM_USES.sub("uses: zoo-gym/gym@v0.1.0", WORKFLOW.read_text()))
+    findings = _zizmor(unpinned)
+    assert [f["ident"] for f in findings] == ["unpinned-uses"]
+    assert findings[0]["determinations"]["severity"] == "High"
+
+
+def test_example_pins_gym_by_commit_with_its_version() -> None:
+    (uses,) = re.findall(r"uses: (zoo-gym/gym@.*)", WORKFLOW.read_text())
+    from gym import __version__
+
+    assert re.fullmatch(rf"zoo-gym/gym@[0-9a-f]{{40}} # v{re.escape(__version__)}", uses), uses

@@ -34,7 +34,11 @@ def env_for(github: GitHubWithStatuses, pull: int | None = 8) -> dict[str, str]:
 
 
 def test_finished_run_edits_the_sticky_comment_and_sets_the_status(github) -> None:
-    github.comments[8] = [{"id": 5, "body": marker("bots/gym.toml") + "\nplan", "user": {"login": "github-actions[bot]"}},
+    from action.sticky import RunState
+
+    record = RunState(sha="a" * 40, job_id="7", name="gym-bot", managed=True, approval=1)
+    github.comments[8] = [{"id": 5, "body": marker("bots/gym.toml") + "\n" + record.line() + "\nplan",
+                           "user": {"login": "github-actions[bot]"}},
                           {"id": 6, "body": "> " + marker("bots/gym.toml") + " a quote", "user": {"login": "bob"}}]  # fmt: skip
     lines: list[str] = []
     report_started("SkyPilot job `gym-bot`", env=env_for(github), echo=lines.append)
@@ -46,6 +50,8 @@ def test_finished_run_edits_the_sticky_comment_and_sets_the_status(github) -> No
     assert body.startswith(marker("bots/gym.toml")) and "🚀 launched and evaluated" in body
     assert "| gym_reverse | exact_match | 100 | 0.0000 | 0.3500 | 0.0400 | +0.3500 |" in body
     assert github.comments[8][1]["body"].startswith("> ")  # the quote is left alone
+    kept = RunState.parse(body)  # the action's job record stays in the comment, now marked ended
+    assert kept is not None and (kept.job_id, kept.state, kept.ended) == ("7", "finished", True)
     assert [(s["state"], s["context"]) for s in github.statuses] == [
         ("pending", "gym / bots/gym.toml"), ("success", "gym / bots/gym.toml")]  # fmt: skip
     assert github.statuses[-1]["description"] == "gym_reverse 0.350 (+0.350)"

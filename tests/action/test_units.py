@@ -8,7 +8,7 @@ from action.changes import ChangedFile, matches, select_configs
 from action.context import Inputs, public_env
 from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation, write_outputs
-from action.policy import PullFacts, decide
+from action.policy import Approval, PullFacts, decide
 from action.render import MAX_BODY, marker, render
 from tests.action.conftest import RESULTS, parse_outputs
 
@@ -17,23 +17,44 @@ FORK = PullFacts(1, "mallory/models", "acme/models", frozenset({"gym:launch"}))
 GONE = PullFacts(1, None, "acme/models", frozenset({"gym:launch"}))
 
 
+WRITER = Approval("wendy", "write", True, 1)
+TRIAGER = Approval("tom", "triage", False, 2)
+
+
 @pytest.mark.parametrize(
-    ("requested", "event", "pull", "push", "expected"),
+    ("requested", "event", "pull", "push", "labeled", "approval", "expected"),
     [
-        ("auto", "pull_request", SAME, False, "launch"),
-        ("launch", "pull_request", FORK, False, "plan"),
-        ("launch", "pull_request", GONE, False, "plan"),
-        ("launch", "pull_request", PullFacts(1, "acme/models", "acme/models"), False, "plan"),
-        ("launch", "pull_request_target", None, False, "plan"),
-        ("auto", "push", None, True, "launch"),
-        ("auto", "push", None, False, "plan"),
-        ("auto", "workflow_dispatch", None, False, "plan"),
-        ("launch", "workflow_dispatch", None, False, "launch"),
-        ("validate", "push", None, True, "validate"),
+        ("auto", "pull_request", SAME, False, True, WRITER, "launch"),
+        ("auto", "pull_request", SAME, False, True, TRIAGER, "plan"),
+        ("auto", "pull_request", SAME, False, True, None, "plan"),
+        ("auto", "pull_request", SAME, False, False, WRITER, "plan"),  # a push after the label
+        ("launch", "pull_request", FORK, False, True, WRITER, "plan"),
+        ("launch", "pull_request", GONE, False, True, WRITER, "plan"),
+        ("launch", "pull_request_target", None, False, True, WRITER, "plan"),
+        ("auto", "push", None, True, False, None, "launch"),
+        ("auto", "push", None, False, False, None, "plan"),
+        ("auto", "workflow_dispatch", None, False, False, None, "plan"),
+        ("launch", "workflow_dispatch", None, False, False, None, "launch"),
+        ("validate", "push", None, True, False, None, "validate"),
     ],
 )
-def test_policy(requested, event, pull, push, expected) -> None:
-    assert decide(requested, event, pull=pull, label="gym:launch", default_branch_push=push).mode == expected
+def test_policy(requested, event, pull, push, labeled, approval, expected) -> None:
+    decision = decide(
+        requested,
+        event,
+        pull=pull,
+        label="gym:launch",
+        default_branch_push=push,
+        labeled_now=labeled,
+        approval=approval,
+        head_sha="a" * 40,
+    )
+    assert decision.mode == expected
+    if approval is TRIAGER and labeled and pull is SAME:
+        assert decision.reason == (
+            "plan only: label `gym:launch` applied by @tom who has triage permission "
+            "(launching needs write, maintain or admin)"
+        )
 
 
 def test_config_patterns() -> None:
@@ -94,3 +115,48 @@ def test_outputs_use_random_delimiters_and_are_redacted(tmp_path) -> None:
 def test_annotations_cannot_inject_workflow_commands() -> None:
     text = annotation("error", "bad\n::add-mask::x 100%", file="a,b:c.toml", line=3, col=4)
     assert text == "::error file=a%2Cb%3Ac.toml,line=3,col=4::bad%0A::add-mask::x 100%25"
+
+
+def test_run_state_round_trips_and_rejects_garbage() -> None:
+    from action.sticky import RunState, with_state
+
+    state = RunState(sha="a" * 40, job_id="7", name="gym-x--y", managed=True, approval=3, history=["-->"])
+    body = with_state("<!-- gym-action config=gym.toml -->\n### Gym\ntext\n", state)
+    assert body.splitlines()[1] == state.line() and "-->" not in state.line().removesuffix(" -->")
+    assert RunState.parse(body) == state
+    newer = RunState(sha="c" * 40, job_id="8", name="gym-x", managed=False, approval=4)
+    assert (
+        RunState.parse(with_state(body, newer)) == newer and with_state(body, newer).count("gym-state") == 1
+    )
+    assert RunState.parse("<!-- gym-state bm90IGpzb24= -->") is None  # base64 of "not json"
+    assert RunState.parse("<!-- gym-state e30= -->") is None  # {} lacks the fields
+
+
+def test_price_is_unknown_without_a_cached_catalog(tmp_path, monkeypatch) -> None:
+    """Nothing cached (or only another cloud's list): "unknown", and SkyPilot is not even imported."""
+    import sys
+
+    from action.pricing import estimate
+
+    monkeypatch.setenv("SKY_RUNTIME_DIR", str(tmp_path))
+    had_sky = "sky" in sys.modules
+    price = estimate(["A100:1"], use_spot=True, num_nodes=2, infra="")
+    assert price.summary(2, 6) == "unknown (no SkyPilot price catalog is cached on this runner)"
+    (tmp_path / ".sky" / "catalogs" / "v8" / "aws").mkdir(parents=True)
+    (tmp_path / ".sky" / "catalogs" / "v8" / "aws" / "vms.csv").write_text("InstanceType\n")
+    price = estimate(["A100:1"], use_spot=False, num_nodes=1, infra="gcp/us-central1")
+    assert price.summary(1) == "unknown (no SkyPilot price catalog for gcp is cached on this runner)"
+    assert ("sky" in sys.modules) == had_sky
+
+
+def test_price_summary_bounds_the_cost() -> None:
+    from action.pricing import PriceEstimate
+
+    price = PriceEstimate(low=2.5, high=5.0)
+    assert price.summary(2, 3) == (
+        "≈ $2.50–$5.00/h for 2 nodes (cheapest cached offer per candidate), at most ≈ $15.00 for 3 h"
+    )
+    assert (
+        PriceEstimate(low=1.0, high=1.0).summary(1)
+        == "≈ $1.00/h for 1 node (cheapest cached offer per candidate)"
+    )

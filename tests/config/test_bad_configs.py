@@ -152,7 +152,29 @@ CASES = [
 
 WHOLE = [
     ("toml-syntax", '[project]\nname = = "x"\n', 2, "", "TOML syntax error"),
-    ("toml-duplicate-key", '[project]\nname = "a"\nname = "b"\n', None, "", "TOML"),
+    (
+        "toml-duplicate-key",
+        '[project]\nname = "a"\nname = "b"\n',
+        3,
+        "project.name",
+        "set twice (first at line 2)",
+    ),
+    (
+        "toml-duplicate-table",
+        '[project]\nname = "a"\n[model]\nname_or_path = "x/y"\n[project]\noutput_dir = "o"\n',
+        5,
+        "project",
+        "table [project] is declared twice (first at line 1)",
+    ),
+    (
+        "toml-array-then-array-of-tables",
+        HEAD + '[compute]\naccelerators = ["A100:1"]\n[[compute.accelerators]]\nname = "H100"\n',
+        12,
+        "compute.accelerators",
+        "already set at line 11 as a value",
+    ),
+    ("toml-dotted-duplicate", HEAD + "[train]\nlora.r = 8\nlora.r = 16\n", 12, "train.lora.r", "set twice"),
+    ("toml-unclosed-string", HEAD + '[train]\nmethod = "sft\n', 11, "", "TOML syntax error"),
     (
         "missing-model",
         '[project]\nname = "demo"\n\n[[datasets]]\npath = "a.jsonl"\nformat = "alpaca"\n',

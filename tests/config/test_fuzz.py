@@ -99,3 +99,60 @@ def test_arbitrary_value_in_known_key_only_raises_config_error(path: tuple, valu
     except Exception:  # noqa: BLE001
         return
     _load_text(text)
+
+
+# -- gym.toml structure: lines duplicated, moved, dropped and hostile lines inserted ----------------
+SECRET = "hf_" + "Fz8Qw3Lp0Xc7Vb2Nm5Kj9Hg4"
+HOSTILE_LINES = [
+    "[train]",
+    "[train.lora]",
+    "[compute]",
+    "[[compute.accelerators]]",
+    'accelerators = ["A100:1"]',
+    "[[datasets]]",
+    '[hub]\nrepo_id = "a/b"',
+    f'token_env = "{SECRET}"',
+    f'"{SECRET}" = 1',
+    f'repo_id = "{SECRET}"',
+    f'name = "{SECRET}"',
+    "epochs = inf",
+    "alpha = nan",
+    "a.b.c.d.e.f = 1",
+    "x = " + "[" * 400 + "]" * 400,
+    'method = ":100: [bold]"',
+    "seed = = 1",
+    'path = "' + "p" * 5000 + '"',
+    "learning_rate = 1e400",
+]
+
+
+@st.composite
+def mutated_documents(draw: st.DrawFn) -> str:
+    lines = VALID.splitlines()
+    for _ in range(draw(st.integers(min_value=1, max_value=5))):
+        kind = draw(st.sampled_from(["duplicate", "insert", "delete", "move"]))
+        index = draw(st.integers(min_value=0, max_value=max(len(lines) - 1, 0)))
+        if kind == "duplicate" and lines:
+            lines.insert(draw(st.integers(0, len(lines))), lines[index])
+        elif kind == "insert":
+            lines.insert(index, draw(st.sampled_from(HOSTILE_LINES)))
+        elif kind == "delete" and lines:
+            lines.pop(index)
+        elif kind == "move" and lines:
+            lines.insert(draw(st.integers(0, len(lines))), lines.pop(index))
+    return "\n".join(lines) + "\n"
+
+
+@FUZZ
+@given(mutated_documents())
+def test_structure_mutations_locate_every_issue_and_echo_no_secret(text: str) -> None:
+    try:
+        data, positions, source = parse_toml(text, "gym.toml")
+        build_config(data, source=source, positions=positions, env={})
+    except ConfigError as error:
+        assert error.issues
+        for issue in error.issues:
+            assert issue.line is not None and issue.column is not None, str(issue)
+            assert str(issue).startswith(f"gym.toml:{issue.line}:{issue.column}: ")
+        assert SECRET not in str(error) and SECRET.lower() not in str(error).lower()
+        assert all(len(str(issue)) < 1200 for issue in error.issues)

@@ -221,7 +221,9 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     github = loop.github
     github.pulls[8] = {"head_repo": "acme/models"}
     github.files[8] = [("gym.toml", "modified")]
-    github.labels[8] = ["gym:launch"]
+    github.labels[8] = []
+    github.roles["wendy"] = "write"  # a maintainer applies the label: the action reads the role from the API
+    github.apply_label(8, "gym:launch", "wendy")
     env = e2e.action_env(loop.root, github, labelled_pr(8), "pull_request", loop.sky.endpoint, loop.workspace,
                      GYM_INPUT_WAIT="false", GYM_REPORT_TOKEN=e2e.REPORT_TOKEN, GYM_API_KEY=e2e.API_KEY)  # fmt: skip
     done = e2e.run_action(env, timeout=300)
@@ -237,6 +239,11 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     (comment,) = github.comments[8]  # still one comment: edited by the job
     body = comment["body"]
     assert body.startswith("<!-- gym-action config=gym.toml -->") and "🚀 launched and evaluated" in body
+    from action.sticky import RunState
+
+    job_record = RunState.parse(body)  # the action's record of its job survives the job's edit, marked ended
+    assert job_record is not None and job_record.ended and job_record.state == "finished"
+    assert job_record.job_id == str(job.job_id)
     results = json.loads((job.node_dir / "outputs" / "support-bot" / "eval_results.json").read_text())
     assert e2e.comment_scores(body) == e2e.json_scores(results) and e2e.json_scores(results)
     states = [(s["state"], s["context"]) for s in github.statuses]
@@ -329,9 +336,7 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
     settings = json.loads(space_files["gym_space.json"])
     assert settings["model"] == "builtin:tiny" and settings["experiences"] == "experiences.json"
     assert json.loads(space_files["experiences.json"]) == json.loads(model["experiences.json"])
-    assert "HF_TOKEN" not in state.secrets.get(
-        "acme/tf-bot-chat", {}
-    )  # a public model needs no read token
+    assert "HF_TOKEN" not in state.secrets.get("acme/tf-bot-chat", {})  # a public model needs no read token
 
     space = e2e.start_space("acme/tf-bot-chat", loop.hub.url, state.secrets.get("acme/tf-bot-chat", {}),
                         loop.root, loop.cache)  # fmt: skip

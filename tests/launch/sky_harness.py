@@ -1,12 +1,15 @@
 """Run a `gym` launch command against a recording SkyPilot API server on 127.0.0.1.
 
 Usage: ``python sky_harness.py RECORD.json launch --cloud gym.toml ...`` (run in a subprocess with HOME
-pointing at a temp folder, because SkyPilot writes ~/.sky on import).
+pointing at a temp folder, because SkyPilot writes ~/.sky on import), or
+``python sky_harness.py RECORD.json --action`` to run the GitHub Action's entrypoint (``action.main``)
+against the same server, with the GitHub side given by the ``GITHUB_*`` environment.
 
 The server answers what SkyPilot's client (sky/client/sdk.py, sky/jobs/client/sdk.py,
 sky/server/common.py) sends for a launch: the health check with a compatible version, /validate, the
 upload-blob probe (the workdir counts as already uploaded), /launch and /jobs/launch with an
-X-Skypilot-Request-ID header, /api/stream and /api/get. Request results are encoded with SkyPilot's own
+X-Skypilot-Request-ID header, /jobs/cancel and /cancel (sky.jobs.cancel, sky.cancel), /jobs/queue/v2
+(the managed jobs listed as ``{"id": "STATUS"}`` in $SKY_HARNESS_JOBS), /api/stream and /api/get. Request results are encoded with SkyPilot's own
 server-side ``Request.encode`` so the client decodes exactly what a real server would send. Nothing is
 ever contacted but this server.
 """
@@ -85,9 +88,11 @@ class Recorder(BaseHTTPRequestHandler):
         body = self.rfile.read(length).decode()
         self._record(body)
         path = urlparse(self.path).path
-        if path in ("/launch", "/jobs/launch"):
+        if path in ("/launch", "/jobs/launch", "/jobs/cancel", "/cancel", "/jobs/queue/v2"):
             request_id = uuid.uuid4().hex
-            self.names[request_id] = path.strip("/").replace("/", ".")
+            # The queue's records go through SkyPilot's own encoder, registered under the server's name.
+            known = {"/jobs/queue/v2": "sky.jobs.queue_v2"}
+            self.names[request_id] = known.get(path) or path.strip("/").replace("/", ".")
             self._reply(200, {}, {"X-Skypilot-Request-ID": request_id})
         elif path == "/validate":
             self._reply(200, {})
@@ -108,8 +113,27 @@ class Recorder(BaseHTTPRequestHandler):
             created_at=time.time(),
             user_id="tester",
         )
-        request.set_return_value(([JOB_ID], None) if name == "jobs.launch" else (JOB_ID, None))
+        if name in ("jobs.cancel", "cancel"):
+            request.set_return_value(None)
+        elif name == "sky.jobs.queue_v2":
+            jobs = _managed_jobs()
+            request.set_return_value((jobs, len(jobs), {}, len(jobs)))
+        else:
+            request.set_return_value(([JOB_ID], None) if name == "jobs.launch" else (JOB_ID, None))
         return request.encode().model_dump()
+
+
+def _managed_jobs() -> list:
+    import os
+
+    from sky.jobs.state import ManagedJobStatus
+    from sky.schemas.api.responses import ManagedJobRecord
+
+    listed = json.loads(os.environ.get("SKY_HARNESS_JOBS") or "{}")
+    return [
+        ManagedJobRecord(job_id=int(job_id), job_name="gym-recorded", status=ManagedJobStatus(status))
+        for job_id, status in listed.items()
+    ]
 
 
 def main() -> None:
@@ -119,6 +143,17 @@ def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     os.environ["SKYPILOT_API_SERVER_ENDPOINT"] = f"http://127.0.0.1:{server.server_address[1]}"
+    if args == ["--action"]:
+        from action.main import main as action_main
+
+        code = 1
+        try:
+            code = action_main()
+        finally:
+            server.shutdown()
+            with open(record_path, "w", encoding="utf-8") as handle:
+                json.dump({"exit_code": code, "calls": Recorder.calls}, handle)
+        sys.exit(code)
     import typer
 
     from gym.cli.launch_commands import register

@@ -124,6 +124,22 @@ def test_dpo_margin_rises(tmp_path: Path, adapter: str) -> None:
     assert (tmp_path / "out" / weights).is_file()
 
 
+@pytest.mark.parametrize(("loss", "adapter", "beta"), [("simpo", "full", 2.0), ("orpo", "lora", 0.1)])
+def test_reference_free_preference_losses_train(tmp_path: Path, loss: str, adapter: str, beta: float) -> None:
+    # simpo on TRL's CPOTrainer, orpo on its ORPOTrainer: both used to pass validation and fail at train time.
+    extra = f"[train.dpo]\nloss_type = '{loss}'\nbeta = {beta}\n"
+    config = _config(
+        tmp_path, "dpo", preference_rows(), "preference", adapter=adapter, lr=LR[adapter], extra=extra
+    )
+    result = run_training(config, show_progress=False)
+    assert result.steps == 12 and result.tokens > 0
+    margins = [entry["rewards/margins"] for entry in _history(tmp_path, 12)]
+    assert _mean(margins[-3:]) > _mean(margins[:3]), margins
+    assert _falls([loss for _, loss in result.loss_curve]), result.loss_curve
+    weights = "adapter_model.safetensors" if adapter == "lora" else "model.safetensors"
+    assert (tmp_path / "out" / weights).is_file()
+
+
 @pytest.mark.parametrize("adapter", ["full", "lora"])
 def test_kto_loss_falls(tmp_path: Path, adapter: str) -> None:
     config = _config(tmp_path, "kto", kto_rows(), "kto", adapter=adapter, lr=LR[adapter])

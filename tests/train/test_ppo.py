@@ -38,6 +38,10 @@ def _config(
     reward: str = REWARD,
     ppo_extra: str = "",
     resume: str = "auto",
+    batch: int = 16,
+    gas: int = 1,
+    train_extra: str = "",
+    data_extra: str = "",
 ):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "gym_test_ppo_reward.py").write_text(REWARD_MODULE)
@@ -54,19 +58,21 @@ template = "chatml"
 [[datasets]]
 path = "data.jsonl"
 format = "prompt"
+{data_extra}
 [train]
 method = "ppo"
 adapter = "{adapter}"
 max_steps = {steps}
 learning_rate = {lr}
-batch_size = 16
-gradient_accumulation_steps = 1
+batch_size = {batch}
+gradient_accumulation_steps = {gas}
 max_length = 64
 logging_steps = 1
 save_steps = {save_steps or steps}
 warmup_ratio = 0.0
 lr_scheduler = "constant"
 resume = "{resume}"
+{train_extra}
 [train.lora]
 r = 8
 alpha = 16
@@ -220,3 +226,54 @@ def test_ppo_without_a_usable_reward_fails_with_one_sentence(
     assert message in str(error.value) and "\n" not in str(error.value)
     assert "train.ppo.reward_model" in str(error.value)
     assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_ppo_accumulates_gradients_over_micro_batches(tmp_path: Path) -> None:
+    # batch_size 4 x gradient_accumulation_steps 2: each step samples 8 of the 32 prompts in two micro-batches
+    # and takes one optimizer step per PPO epoch on their summed gradients (it used to ignore the key).
+    result = run_training(_config(tmp_path, steps=2, batch=4, gas=2), show_progress=False)
+    assert result.steps == 2
+    history = [entry for entry in _history(tmp_path, 2) if "reward" in entry]
+    assert [entry["epoch"] for entry in history] == [0.25, 0.5]  # 8 prompts per step
+    scheduler = torch.load(
+        tmp_path / "out" / "checkpoints" / "checkpoint-2" / "scheduler.pt", weights_only=True
+    )
+    assert scheduler["last_epoch"] == 2 * 4  # steps x ppo_epochs optimizer steps, not x micro-batches
+
+
+def test_ppo_reports_to_trackers_and_scores_held_out_prompts(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        steps=4,
+        train_extra='report_to = ["tensorboard"]\neval_steps = 2',
+        data_extra="eval_fraction = 0.25",
+    )
+    result = run_training(config, show_progress=False)
+    held = result.eval
+    assert held is not None and held["rows"] == 8
+    assert [point["step"] for point in held["curve"]] == [0, 2, 4]
+    assert 0.0 <= held["initial"]["reward"] <= 1.0 and 0.0 <= held["final"]["reward"] <= 1.0
+    assert abs(held["curve"][0]["kl"]) < 1e-5  # before any update the policy is the reference
+
+    logged = _tensorboard_scalars(tmp_path / "out" / "checkpoints")
+    assert {"train/reward", "train/loss", "eval/reward"} <= set(logged), sorted(logged)
+    assert [step for step, _ in logged["train/reward"]] == [1, 2, 3, 4]
+
+
+def _tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """``{tag: [(step, value)]}`` from the TFRecord event files under ``folder`` (tensorboardX's own protos)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    found: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        data, offset = path.read_bytes(), 0
+        while offset + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            event = Event.FromString(data[offset + 12 : offset + 12 + length])
+            offset += 12 + length + 4  # length, its crc, the record, its crc
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    found.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return found

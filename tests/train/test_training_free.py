@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gym.config import load_config
+from gym.train.experiences import render_system_prompt, with_experiences
 from gym.train.training_free.library import Library, Operation, enforce_rules, load_library
 from gym.train.training_free.loop import LoopOptions
 from gym.train.training_free.trainer import run_loop
@@ -76,7 +77,7 @@ def echo_operations(prompt: str) -> str:
 def default_script(messages: list[dict[str, Any]], server: ScriptedServer) -> str | int:
     """Q-varied answers right/wrong in turn (rewards differ), Q-equal always wrong (all equal)."""
     text = messages[-1]["content"]
-    if text.startswith("Please solve the problem:"):
+    if not text.startswith("## Task"):  # a rollout: the problem as it is, the library in the system prompt
         if "Q-broken" in text:
             return 500
         if "Q-varied" in text:
@@ -128,8 +129,13 @@ def test_loop_skips_equal_groups_applies_operations_and_renumbers(tmp_path: Path
         assert stats["tokens_in"] == 10 * stats["requests"] and stats["tokens_out"] == 5 * stats["requests"]
     assert result.steps[1]["applied"] == {"DELETE": 1, "UPDATE": 1, "ADD": 1}
     assert result.library.totals["requests"] == sum(s["requests"] for s in result.steps) == 30
-    second_rollout = next(t for t in server.texts()[20:] if t.startswith("Please solve") and "Q-varied" in t)
-    assert "[1]. When alpha, do A.\n[2]. When beta, do B." in second_rollout  # the library is in the prompt
+    chats = [r["body"]["messages"] for r in server.requests if r["path"].endswith("/chat/completions")]
+    second_rollout = next(m for m in chats[20:] if m[-1]["content"].startswith("Q-varied"))
+    system = render_system_prompt([ALPHA, BETA])
+    assert second_rollout == [{"role": "system", "content": system}, *ROWS[0]["prompt"]]  # as served
+    assert with_experiences(ROWS[0]["prompt"], system) == second_rollout
+    advantage = next(t for t in server.texts()[20:] if t.startswith("## Task: extract experiences"))
+    assert "Current experience library:\n[1]. When alpha, do A.\n[2]. When beta, do B." in advantage
 
 
 def test_consolidation_rules() -> None:
@@ -177,7 +183,7 @@ def test_resume_continues_from_the_last_step(tmp_path: Path) -> None:
     assert first.library.step == 1 and second.resumed_from_step == 1 and second.library.step == 2
     assert [s["step"] for s in second.steps] == [2]  # epoch 2 only: epoch 1 was not repeated
     assert step1_after == step1
-    assert sum(t.startswith("Please solve") for t in server.texts(before, after)) == 8
+    assert sum(not t.startswith("## Task") for t in server.texts(before, after)) == 8
     assert second.library.totals["requests"] == 30  # totals carry over the resumed step
     assert fresh.resumed_from_step == 0 and fresh.library.experiences == [ALPHA, BETA]
 
@@ -212,7 +218,7 @@ def test_failed_requests_are_counted_not_raised_and_the_key_never_leaks(
 ) -> None:
     def script(messages: list[dict[str, Any]], server: ScriptedServer) -> str | int:
         text = messages[-1]["content"]
-        if text.startswith("Please solve") and "Q-varied" in text and server.count("flaky") < 2:
+        if text.startswith("Q-varied") and server.count("flaky") < 2:
             return 429  # retried with backoff
         return default_script(messages, server)
 

@@ -227,9 +227,65 @@ def tokenize_with_mask(
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("assistant-only loss masks need a fast tokenizer (offset mapping); got a slow one")
     text, spans = assistant_spans(tokenizer, messages, template, tools, end_of_turn, **template_kwargs)
-    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    input_ids = list(encoding["input_ids"])
-    return input_ids, labels_for_spans(input_ids, encoding["offset_mapping"], spans)
+    ids, labels = labels_for_encoding(encode_texts(tokenizer, [text])[0], spans)
+    return ids.tolist(), labels.tolist()
+
+
+def encode_texts(tokenizer: Any, texts: list[str]) -> list[Any]:
+    """The Rust ``Encoding`` of each text, in one batch call, without extra special tokens.
+
+    Calls the fast tokenizer's backend directly: ``tokenizer(texts, return_offsets_mapping=True)``
+    would convert every token's offsets (and attention mask) into Python objects, which cost more
+    than the tokenization itself; the labels need only a few lookups per assistant span
+    (:func:`labels_for_encoding`). Padding and truncation are switched off as ``tokenizer(...)``
+    switches them off for an unpadded, untruncated call.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not getattr(tokenizer, "is_fast", False):
+        raise ValueError("assistant-only loss masks need a fast tokenizer (offset mapping); got a slow one")
+    if not texts:
+        return []
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    return backend.encode_batch(texts, add_special_tokens=False)
+
+
+def _first_token(encoding: Any, start: int, end: int) -> int | None:
+    """Index of the first token that starts inside [start, end), None when none does."""
+    for char in range(start, end):
+        token = encoding.char_to_token(char)
+        if token is not None:
+            return token + 1 if encoding.token_to_chars(token)[0] < start else token
+    return None
+
+
+def _last_token(encoding: Any, start: int, end: int) -> int | None:
+    """Index of the last token that starts before ``end`` and covers a character of [start, end)."""
+    for char in range(end - 1, start - 1, -1):
+        token = encoding.char_to_token(char)
+        if token is not None:
+            return token
+    return None
+
+
+def labels_for_encoding(encoding: Any, spans: list[tuple[int, int]]) -> tuple[Any, Any]:
+    """``(input_ids, labels)`` as int32 arrays: labels copy the ids of tokens that start inside a span.
+
+    The same rule as :func:`labels_for_spans` (a token straddling the end of an answer carries loss, one
+    straddling its start does not), found with two character-to-token lookups per span instead of a
+    Python pass over every token's offsets.
+    """
+    import numpy as np
+
+    ids = np.asarray(encoding.ids, dtype=np.int32)
+    labels = np.full(ids.shape, IGNORE_INDEX, dtype=np.int32)
+    for start, end in spans:
+        first, last = _first_token(encoding, start, end), _last_token(encoding, start, end)
+        if first is not None and last is not None and first <= last:
+            labels[first : last + 1] = ids[first : last + 1]
+    return ids, labels
 
 
 def labels_for_spans(

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 KEPT_KEYS = ("role", "content", "tool_calls")
-# Gym's dpo.loss_type -> TRL's; simpo and orpo are separate trainers in TRL (experimental), not DPO losses.
+# Gym's dpo.loss_type -> TRL's DPO loss; simpo and orpo are separate trainers in TRL (experimental), not DPO
+# losses: see gym.train.methods.reference_free.
 LOSS_TYPES = {"sigmoid": "sigmoid", "ipo": "ipo", "hinge": "hinge", "robust": "robust"}
+REFERENCE_FREE = ("simpo", "orpo")
 
 
 def chat_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -152,11 +154,15 @@ def build_dpo(ctx: TrainContext) -> Any:
     from trl import DPOConfig
 
     config = ctx.config
+    if config.train.dpo.loss_type in REFERENCE_FREE:
+        from gym.train.methods.reference_free import build_reference_free
+
+        return build_reference_free(ctx, config.train.dpo.loss_type)
     loss = dpo_loss(config)
     train = preference_rows(ctx.data.train, "dpo")
     evaluation = preference_rows(ctx.data.eval, "dpo") if ctx.data.eval is not None else None
     args = DPOConfig(
-        **common_arguments(config, ctx.checkpoint_dir),
+        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
         max_length=config.train.max_length,
         beta=config.train.dpo.beta,
         loss_type=[loss],

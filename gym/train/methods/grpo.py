@@ -83,7 +83,7 @@ def build_grpo(ctx: TrainContext) -> Any:
     rewards = reward_functions(config)
     train = prompt_rows(ctx.data.train)
     evaluation = prompt_rows(ctx.data.eval) if ctx.data.eval is not None else None
-    arguments = common_arguments(config, ctx.checkpoint_dir)
+    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval)
     batch = completions_per_device(config)
     arguments.update(per_device_train_batch_size=batch, per_device_eval_batch_size=batch)
     args = GRPOConfig(

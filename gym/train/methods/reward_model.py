@@ -49,7 +49,10 @@ def build_reward_model(ctx: TrainContext) -> Any:
     evaluation = (
         preference_rows(ctx.data.eval, "rm", explicit_prompt=False) if ctx.data.eval is not None else None
     )
-    args = RewardConfig(**common_arguments(config, ctx.checkpoint_dir), max_length=config.train.max_length)
+    args = RewardConfig(
+        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
+        max_length=config.train.max_length,
+    )
     from trl import RewardTrainer
 
     return RewardTrainer(

@@ -41,7 +41,7 @@ def build_sft(ctx: TrainContext) -> Any:
     from trl import SFTConfig
 
     config = ctx.config
-    arguments = common_arguments(config, ctx.checkpoint_dir)
+    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval)
     sft_config = SFTConfig(
         **arguments,
         max_length=config.train.max_length,

@@ -6,8 +6,8 @@ requests in flight). The client's own retries are off so that every HTTP attempt
 honoured, capped); anything else, or the last failure, makes the call return ``None``: a failed
 request is counted and logged, never raised, so one bad rollout cannot end a run.
 
-The API key is read once from the environment variable named by ``train.grpo.api_key_env`` and
-handed to the client; it is scrubbed from every message this module logs.
+The API keys are read once from the environment variables named by ``train.grpo.api_key_env`` (and
+``learner_api_key_env``) and handed to the clients; they are scrubbed from every message this module logs.
 """
 
 from __future__ import annotations
@@ -75,11 +75,14 @@ class PolicyClient:
     """Chat completions with bounded concurrency, retries, backoff and usage counting."""
 
     def __init__(self, client: Any, model: str, *, concurrency: int = 16, retries: int = 4,
-                 backoff: float = 1.0, secret: str | None = None, closer: Any = None) -> None:  # fmt: skip
+                 backoff: float = 1.0, secret: str | None = None, closer: Any = None,
+                 meter: Meter | None = None, semaphore: asyncio.Semaphore | None = None) -> None:  # fmt: skip
+        """``meter`` and ``semaphore`` are shared when the learner has its own endpoint: one run's counters
+        and one bound on requests in flight (``train.grpo.concurrency``)."""
         self.client, self.model = client, model
-        self.semaphore = asyncio.Semaphore(max(1, concurrency))
+        self.semaphore = semaphore or asyncio.Semaphore(max(1, concurrency))
         self.retries, self.backoff = retries, backoff
-        self.meter = Meter()
+        self.meter = meter or Meter()
         self._secret, self._closer = secret, closer
 
     def scrub(self, text: str) -> str:

@@ -46,7 +46,7 @@ class Group:
 
 @dataclass
 class Learner:
-    """The learning calls, sent to the same endpoint as the rollouts."""
+    """The learning calls, sent to the learner's endpoint (``train.grpo.learner_api_base``, else the policy's)."""
 
     client: PolicyClient
     k: int = 2
@@ -93,8 +93,11 @@ class Learner:
         )
         return [(s, r) for s, (_, r) in zip(summaries, graded, strict=True) if s is not None]
 
-    async def advantage(self, group: Group, summaries: list[tuple[str, float]]) -> list[str]:
-        """The semantic group advantage: at most K experiences "When <condition>, <strategy>"."""
+    async def advantage(
+        self, library: Library, group: Group, summaries: list[tuple[str, float]]
+    ) -> list[str]:
+        """The semantic group advantage against the current library: at most K experiences
+        "When <condition>, <strategy>" that the library does not already give."""
 
         def read(data: dict[str, Any]) -> list[str]:
             items = data["experiences"]
@@ -105,7 +108,7 @@ class Learner:
         if len({r for _, r in summaries}) < 2:  # what is left no longer contrasts better and worse
             return []
         prompt = prompts.advantage_prompt(
-            prompts.problem_text(group.problem), group.reference, summaries, self.k
+            prompts.problem_text(group.problem), group.reference, summaries, self.k, library.enumerated()
         )
         return await self.ask(prompt, "a group's experiences", read) or []
 
@@ -142,7 +145,7 @@ class Learner:
     async def learn(self, library: Library, group: Group) -> list[Operation]:
         """All three steps for one kept group."""
         summaries = await self.summarise(group)
-        return await self.decide(library, await self.advantage(group, summaries))
+        return await self.decide(library, await self.advantage(library, group, summaries))
 
     async def consolidate(self, library: Library, proposed: list[Operation]) -> list[Operation]:
         """One call merging the batch's operations; the proposals themselves when it fails or is not needed."""

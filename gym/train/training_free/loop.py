@@ -82,11 +82,12 @@ class TrainingFreeLoop:
     """Runs the epochs over ``rows`` (``{"prompt": messages, "reference": str | None}``)."""
 
     def __init__(self, rows: list[dict[str, Any]], rewards: list[Any], client: PolicyClient, folder: Path,
-                 options: LoopOptions, model: str) -> None:  # fmt: skip
+                 options: LoopOptions, model: str, learner: PolicyClient | None = None) -> None:  # fmt: skip
+        """``learner``: the learner's own endpoint, sharing ``client``'s meter; default: ``client`` itself."""
         self.rows, self.rewards, self.client = rows, rewards, client
         self.folder, self.options, self.model = folder, options, model
-        self.learner = Learner(client, options.k, options.learner_temperature, options.learner_max_tokens,
-                               options.json_retries)  # fmt: skip
+        self.learner = Learner(learner or client, options.k, options.learner_temperature,
+                               options.learner_max_tokens, options.json_retries)  # fmt: skip
 
     def batches(self, epoch: int) -> list[list[int]]:
         order = list(range(len(self.rows)))
@@ -181,7 +182,7 @@ class TrainingFreeLoop:
         return updated, stats
 
     async def rollouts(self, library: Library, row: dict[str, Any]) -> Group:
-        messages = prompts.rollout_messages(row["prompt"], library.enumerated())
+        messages = prompts.rollout_messages(row["prompt"], library.experiences)
         completions = await asyncio.gather(
             *(self.client.chat(messages, temperature=self.options.temperature,
                                max_tokens=self.options.max_completion_length) for _ in range(self.options.group_size))

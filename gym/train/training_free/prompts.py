@@ -22,12 +22,16 @@ CONSOLIDATE_TASK = "## Task: consolidate library operations"
 LEARNER_SYSTEM = "You improve a library of problem-solving experiences. Reply with one JSON object only."
 
 
-def rollout_messages(problem: list[dict[str, Any]], enumerated: str) -> list[dict[str, Any]]:
-    """The problem's conversation with its last user turn wrapped: the problem, then the experiences."""
-    messages = [dict(m) for m in problem]
-    last = messages[-1]
-    last["content"] = f"Please solve the problem:\n{last['content']}\n\n{APPLY_EXPERIENCES}\n{enumerated}"
-    return messages
+def rollout_messages(problem: list[dict[str, Any]], experiences: list[str]) -> list[dict[str, Any]]:
+    """The problem's conversation with the library where inference puts it: in the system prompt.
+
+    `gym serve --experiences` and `gym eval --experiences` call the same
+    :func:`gym.train.experiences.with_experiences`, so the policy learns with exactly the prompt it is
+    later served and scored with.
+    """
+    from gym.train.experiences import render_system_prompt, with_experiences
+
+    return with_experiences(problem, render_system_prompt(experiences))
 
 
 def problem_text(problem: list[dict[str, Any]]) -> str:
@@ -54,13 +58,22 @@ Attempt:
 Reply with JSON: {{"summary": "<the step-by-step summary>"}}"""
 
 
-def advantage_prompt(problem: str, reference: str | None, graded: list[tuple[str, float]], k: int) -> str:
+def advantage_prompt(
+    problem: str, reference: str | None, graded: list[tuple[str, float]], k: int, enumerated: str
+) -> str:
+    """The semantic group advantage, relative to the library: the attempts were made with ``enumerated``
+    in their prompt, so what made the difference is what the library does not already say."""
     attempts = "\n\n".join(f"Attempt {i} (reward {r:g}):\n{s}" for i, (s, r) in enumerate(graded, 1))
     return f"""{ADVANTAGE_TASK}
-Several attempts at one problem were made and graded. Compare the summaries of the better and the
-worse attempts and state what made the difference, as at most {k} general experiences that would
-help on other problems too. Each experience is one sentence of the form
-"When <condition>, <strategy>." Do not mention this problem's specific numbers or answer.
+Several attempts at one problem were made with the experience library below in their prompt, and
+graded. Compare the summaries of the better and the worse attempts and state what made the
+difference, as at most {k} general experiences that would help on other problems too. Say only what
+the library does not already say, or what in it misled the worse attempts. Each experience is one
+sentence of the form "When <condition>, <strategy>." Do not mention this problem's specific numbers
+or answer.
+
+Current experience library:
+{enumerated}
 
 Problem:
 {problem}

@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
     from gym.train.registry import TrainContext
 
-REQUEST_TIMEOUT = 300.0
-CONCURRENCY = 16
-
 
 def options_for(config: GymConfig, show_progress: bool = True) -> LoopOptions:
     train, grpo = config.train, config.train.grpo
@@ -38,30 +35,32 @@ def options_for(config: GymConfig, show_progress: bool = True) -> LoopOptions:
         group_size=grpo.group_size, k=grpo.max_experiences_per_group, batch_size=train.batch_size,
         epochs=max(1, math.ceil(train.epochs)), max_steps=train.max_steps, seed=train.seed,
         temperature=grpo.temperature, max_completion_length=grpo.max_completion_length,
+        learner_temperature=grpo.learner_temperature, learner_max_tokens=grpo.learner_max_tokens,
         resume=train.resume != "never", show_progress=show_progress,
     )  # fmt: skip
 
 
-def api_key(config: GymConfig) -> str | None:
-    """The endpoint key from ``train.grpo.api_key_env``; a missing variable is an error naming it (not its value)."""
-    name = config.train.grpo.api_key_env
+def api_key(config: GymConfig, key: str = "api_key_env") -> str | None:
+    """The key from ``train.grpo.<key>``; a missing variable is an error naming it (never its value)."""
+    name = getattr(config.train.grpo, key)
     if name is None:
         return None
     value = os.environ.get(name)
     if not value:
-        raise ValueError(f"train.grpo.api_key_env names ${name}, which is not set in the environment")
+        raise ValueError(f"train.grpo.{key} names ${name}, which is not set in the environment")
     return value
 
 
 async def run_loop(config: GymConfig, rows: list[dict[str, Any]], options: LoopOptions, *,
-                   concurrency: int = CONCURRENCY, backoff: float = 1.0,
-                   timeout: float = REQUEST_TIMEOUT) -> LoopResult:  # fmt: skip
-    """One run over ``rows`` against ``train.grpo.api_base`` (or the local model in process)."""
+                   backoff: float = 1.0, timeout: float | None = None) -> LoopResult:  # fmt: skip
+    """One run over ``rows`` against ``train.grpo.api_base`` (or the local model in process), the learner
+    against ``learner_api_base`` when it is set. ``timeout`` overrides ``train.grpo.request_timeout``."""
     from gym.train.methods.grpo import reward_functions
     from gym.train.training_free.client import PolicyClient, open_endpoint, open_local, served_model
 
     rewards = reward_functions(config)
     grpo = config.train.grpo
+    timeout = grpo.request_timeout if timeout is None else timeout
     if grpo.api_base:
         secret = api_key(config)
         raw = open_endpoint(grpo.api_base, secret, timeout)
@@ -69,12 +68,38 @@ async def run_loop(config: GymConfig, rows: list[dict[str, Any]], options: LoopO
     else:
         secret = None
         raw, model, closer = open_local(config.model.name_or_path, timeout)
-    client = PolicyClient(raw, model, concurrency=concurrency, backoff=backoff, secret=secret, closer=closer)
+    client = PolicyClient(
+        raw, model, concurrency=grpo.concurrency, backoff=backoff, secret=secret, closer=closer
+    )
+    learner = None
     try:
+        if grpo.learner_api_base or grpo.learner_model:
+            learner = await _learner_client(config, client, raw, secret, backoff, timeout)
         folder = config.resolve_path(grpo.experience_lib_path)
-        return await TrainingFreeLoop(rows, rewards, client, folder, options, model).run()
+        return await TrainingFreeLoop(rows, rewards, client, folder, options, model, learner).run()
     finally:
+        if learner is not None and learner.client is not raw:
+            await learner.client.close()
         await client.aclose()
+
+
+async def _learner_client(config: GymConfig, policy: Any, raw: Any, secret: str | None, backoff: float,
+                          timeout: float) -> Any:  # fmt: skip
+    """The learner's client: its own endpoint and key, or the policy's endpoint under another model id.
+
+    It shares the policy client's meter (one run's counters, by role) and semaphore (one concurrency bound).
+    """
+    from gym.train.training_free.client import PolicyClient, open_endpoint, served_model
+
+    grpo = config.train.grpo
+    if grpo.learner_api_base:
+        learner_secret = api_key(config, "learner_api_key_env")
+        learner_raw = open_endpoint(grpo.learner_api_base, learner_secret, timeout)
+        model = grpo.learner_model or await served_model(learner_raw, policy.model)
+    else:
+        learner_secret, learner_raw, model = secret, raw, grpo.learner_model
+    return PolicyClient(learner_raw, model, backoff=backoff, secret=learner_secret, meter=policy.meter,
+                        semaphore=policy.semaphore)  # fmt: skip
 
 
 def results_section(config: GymConfig, result: LoopResult) -> dict[str, Any]:
@@ -83,6 +108,12 @@ def results_section(config: GymConfig, result: LoopResult) -> dict[str, Any]:
     return {
         "model": library.model,
         "api_base": config.train.grpo.api_base or "local (in process)",
+        "learner": {
+            "api_base": config.train.grpo.learner_api_base
+            or config.train.grpo.api_base
+            or "local (in process)",
+            "model": config.train.grpo.learner_model or library.model,
+        },
         "experience_lib_path": str(config.resolve_path(config.train.grpo.experience_lib_path)),
         "experiences": library.experiences,
         "library_step": library.step,

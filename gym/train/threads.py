@@ -1,0 +1,107 @@
+"""Torch threads for CPU training: ``train.cpu_threads``, and what ``"auto"`` measures.
+
+Which thread count trains fastest depends on the model and on the machine at that moment: on two free
+cores a 0.66M-parameter model trained 1.65x faster on two threads than on one (13,079 vs 7,938 tok/s,
+LLaMA-Factory, ../shared/peers/README.md), yet 8x slower when another process competed for the cores
+(OpenMP threads wait on each other; measured with Gym). So ``"auto"`` does not
+guess from the model's size: the first optimiser steps alternate the candidates (one thread, one per
+core) and the one with the least time per trained token is kept for the rest of the run, with one
+log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is respected as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gym.config import GymConfig
+
+WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: never measured
+TRIALS_PER_CANDIDATE = 3
+MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
+
+
+def candidates() -> list[int]:
+    cores = os.cpu_count() or 1
+    return sorted({1, cores})
+
+
+def fixed_threads(config: GymConfig) -> int | None:
+    """The thread count to set now, or None: leave torch as it is (GPU, OMP_NUM_THREADS, or measuring)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    wanted = config.train.cpu_threads
+    if wanted != "auto":
+        return int(wanted)
+    if os.environ.get("OMP_NUM_THREADS") or len(candidates()) == 1:
+        return None
+    return os.cpu_count() or 1
+
+
+def make_tuner(
+    config: GymConfig, total_steps: int, tokens: Callable[[], int], report: Callable[[str], None]
+) -> Any | None:
+    """A callback that measures the thread counts on the first steps, or None when there is nothing to tune.
+
+    ``report`` gets the one line that says what was chosen; the callback's ``measured`` (thread count ->
+    seconds per token, and ``chosen``) goes into train_results.json.
+    """
+    import torch
+
+    if (
+        torch.cuda.is_available()
+        or config.train.cpu_threads != "auto"
+        or os.environ.get("OMP_NUM_THREADS")
+        or len(candidates()) == 1
+        or 0 < total_steps < MIN_STEPS_TO_TUNE
+    ):
+        return None
+    from transformers import TrainerCallback
+
+    class ThreadTuner(TrainerCallback):
+        """Alternates the candidates over the first steps; keeps the fastest per token (or per step)."""
+
+        def __init__(self) -> None:
+            self.order = [c for _ in range(TRIALS_PER_CANDIDATE) for c in candidates()]
+            self.seconds: dict[int, list[float]] = {c: [] for c in candidates()}
+            self.step = 0
+            self.current: int | None = None
+            self.started = 0.0
+            self.tokens_before = 0
+            self.chosen: int | None = None
+            self.measured: dict[str, Any] = {}
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.chosen is not None:
+                return
+            trial = self.step - WARMUP_STEPS
+            self.current = self.order[trial] if 0 <= trial < len(self.order) else None
+            if self.current is not None:
+                torch.set_num_threads(self.current)
+            self.started, self.tokens_before = time.perf_counter(), tokens()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.chosen is not None:
+                return
+            self.step += 1
+            if self.current is not None:
+                spent, trained = time.perf_counter() - self.started, tokens() - self.tokens_before
+                self.seconds[self.current].append(spent / trained if trained > 0 else spent)
+            if self.step - WARMUP_STEPS >= len(self.order):
+                cost = {c: statistics.median(v) for c, v in self.seconds.items()}
+                self.chosen = min(cost, key=cost.__getitem__)
+                torch.set_num_threads(self.chosen)
+                slowest = max(cost.values())
+                self.measured = {"chosen": self.chosen, "steps": [WARMUP_STEPS + 1, self.step],
+                                 "seconds_per_token": {str(c): v for c, v in cost.items()}}  # fmt: skip
+                speed = ", ".join(f"{c} thread(s) {slowest / v:.2f}x" for c, v in sorted(cost.items()))
+                report(f"cpu_threads = 'auto' measured steps {WARMUP_STEPS + 1}-{self.step}: {speed}; "
+                       f"training on {self.chosen}")  # fmt: skip
+
+    return ThreadTuner()
