@@ -37,6 +37,7 @@ class ReportTarget:
     config: str  # the config's path in the repository: the sticky comment's marker
     pull: int | None = None
     run_url: str = ""
+    author: str = "github-actions[bot]"  # whose sticky comment is the action's (its token's identity)
 
     def as_env(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -64,9 +65,12 @@ def report_target(env: Mapping[str, str], config_relative: str) -> ReportTarget 
     sha = str(
         (pull or {}).get("head", {}).get("sha") or context.event.get("after") or context.extra.get("sha")
     )
+    from action.sticky import ACTIONS_BOT
+
     return ReportTarget(
         api_url=context.api_url, repository=context.repository, sha=sha, config=config_relative,
         pull=context.pull_number, run_url=context.run_url,
+        author=context.inputs.comment_author or ACTIONS_BOT,
     )  # fmt: skip
 
 
@@ -99,19 +103,18 @@ class Reporter:
         )
 
     def comment(self, build: Callable[[str], str]) -> str:
-        """Edit the config's sticky comment (the action's marker) with ``build(its body)``, or create it
-        when the action posted none. Editing keeps the comment's author: the action still finds it as its own."""
+        """Edit the action's sticky comment of the config with ``build(its body)``, or create one when there is
+        none. Editing keeps the comment's author, so the action still finds it as its own."""
         from action.render import marker
+        from action.sticky import find_sticky, write_sticky
 
         if self.target.pull is None:
             return ""
         pull = self._repo().get_pull(self.target.pull)
-        tag = marker(self.target.config)
-        for existing in pull.get_issue_comments():
-            if (existing.body or "").startswith(tag):
-                existing.edit(self.redact(build(existing.body or "")))
-                return existing.html_url
-        return pull.create_issue_comment(self.redact(build(""))).html_url
+        # the action's own comment only (marker *and* author): one planted by someone else is never edited
+        sticky = find_sticky(pull, marker(self.target.config), self.target.author)
+        existing = sticky.comment.body or "" if sticky.comment is not None else ""
+        return write_sticky(pull, sticky, self.redact(build(existing))).url
 
 
 def _reporter(env: Mapping[str, str], echo: Callable[[str], None]) -> Reporter | None:

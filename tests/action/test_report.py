@@ -40,16 +40,22 @@ def test_finished_run_edits_the_sticky_comment_and_sets_the_status(github) -> No
     github.comments[8] = [{"id": 5, "body": marker("bots/gym.toml") + "\n" + record.line() + "\nplan",
                            "user": {"login": "github-actions[bot]"}},
                           {"id": 6, "body": "> " + marker("bots/gym.toml") + " a quote", "user": {"login": "bob"}}]  # fmt: skip
+    github.comments[8].insert(
+        0, {"id": 4, "body": marker("bots/gym.toml") + "\nplanted", "user": {"login": "mallory"}}
+    )
     lines: list[str] = []
     report_started("SkyPilot job `gym-bot`", env=env_for(github), echo=lines.append)
     url = report_finished(
         job="SkyPilot job `gym-bot`", results=RESULTS, env=env_for(github), echo=lines.append
     )
     assert url.endswith("#issuecomment-5")
-    body = github.comments[8][0]["body"]
+    assert github.comments[8][0]["body"].endswith(
+        "planted"
+    )  # someone else's comment with the marker: untouched
+    body = github.comments[8][1]["body"]
     assert body.startswith(marker("bots/gym.toml")) and "🚀 launched and evaluated" in body
     assert "| gym_reverse | exact_match | 100 | 0.0000 | 0.3500 | 0.0400 | +0.3500 |" in body
-    assert github.comments[8][1]["body"].startswith("> ")  # the quote is left alone
+    assert github.comments[8][2]["body"].startswith("> ")  # the quote is left alone
     kept = RunState.parse(body)  # the action's job record stays in the comment, now marked ended
     assert kept is not None and (kept.job_id, kept.state, kept.ended) == ("7", "finished", True)
     assert [(s["state"], s["context"]) for s in github.statuses] == [
@@ -94,5 +100,9 @@ def test_the_action_names_the_target_only_with_a_report_token(tmp_path: Path) ->
     assert report_target(env, "gym.toml") is None
     target = report_target({**env, "GYM_REPORT_TOKEN": TOKEN}, "gym.toml")
     assert target == ReportTarget("https://api.github.example", "acme/m", "c" * 40, "gym.toml", 8,
-                                  "https://github.com/acme/m/actions/runs/3")  # fmt: skip
+                                  "https://github.com/acme/m/actions/runs/3", "github-actions[bot]")  # fmt: skip
+    app = report_target(
+        {**env, "GYM_REPORT_TOKEN": TOKEN, "GYM_INPUT_COMMENT_AUTHOR": "@gym-app[bot]"}, "gym.toml"
+    )
+    assert app is not None and app.author == "gym-app[bot]"
     assert TOKEN not in target.as_env()
