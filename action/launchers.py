@@ -59,6 +59,7 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     """
     from gym.launch.cloud import launch_cloud, wait_for_results
 
+    target = None if request.wait else _report_target(request)
     result = launch_cloud(
         request.config,
         request.config_path,
@@ -67,11 +68,13 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
         env=request.env,
         echo=request.echo,
         warn=request.echo,
+        report_to=target.as_env() if target is not None else None,
     )
     kind = "managed job" if result.managed else "cluster job"
     job = str(result.job_id) if result.job_id is not None else None
     if not (request.wait and result.job_id is not None):
-        return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted")
+        later = "; the job posts its eval table here when it ends" if target is not None else ""
+        return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted{later}")
     request.on_submitted(
         LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}` submitted; following it")
     )
@@ -81,8 +84,20 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     return LaunchOutcome(job_id=job, detail=detail, results=results)
 
 
+def _report_target(request: LaunchRequest):
+    """With ``wait: false`` and a ``GYM_REPORT_TOKEN``, the job reports back itself (action/report.py)."""
+    from action.report import report_target
+
+    workspace = Path(request.env.get("GITHUB_WORKSPACE", "") or ".").resolve()
+    try:
+        relative = request.config_path.resolve().relative_to(workspace).as_posix()
+    except ValueError:
+        relative = request.config_path.name
+    return report_target(request.env, relative)
+
+
 def launch_here(request: LaunchRequest) -> LaunchOutcome:
-    """train → eval → card → Space on this runner; the eval table is ready when it returns."""
+    """train → eval → card → push + Space on this runner; the eval table is ready when it returns."""
     from gym.launch.local import run_local
 
     outcomes = run_local(request.config, echo=request.echo)

@@ -23,7 +23,7 @@ from action.pricing import estimate
 if TYPE_CHECKING:
     from gym.config import ConfigError, ConfigIssue, GymConfig
 
-LOCAL_STAGES = ["train", "eval", "card", "space"]
+LOCAL_STAGES = ["train", "eval", "card", "deploy"]
 
 
 def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, workspace: Path) -> PlanView:
@@ -31,7 +31,8 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
     from gym.launch.task import build_plan, secret_specs
 
     if not cloud:
-        stages = LOCAL_STAGES if config.space is not None else LOCAL_STAGES[:3]
+        publishes = config.hub is not None or config.space is not None
+        stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]
         return PlanView(target="runner", stages=stages, secrets=[s.name for s in secret_specs(config)])
     plan = build_plan(config, path, flags, cwd=workspace)
     resources = plan.task.get("resources", {})

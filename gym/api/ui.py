@@ -63,7 +63,13 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
-def mount_chat(app: Any, backend: Any, title: str, system_prompt: str | None = None) -> Any:
+def mount_chat(
+    app: Any, backend: Any, title: str, system_prompt: str | None = None, api_key: str | None = None
+) -> Any:
+    """Mount the chat at ``/``. With ``api_key`` the chat follows the API's rule: it asks for the same
+    key (any user name, the key as password) before it answers, so a keyed Space is not open by its page."""
+    import hmac
+
     import gradio as gr
 
     demo = gr.ChatInterface(
@@ -72,7 +78,15 @@ def mount_chat(app: Any, backend: Any, title: str, system_prompt: str | None = N
         api_name="chat",
         multimodal=bool(getattr(backend, "accepts_images", False)),  # image upload for VL models
     )
-    return gr.mount_gradio_app(app, demo, path="/")
+    auth = None
+    if api_key:
+
+        def auth(_user: str, password: str) -> bool:
+            return hmac.compare_digest(password.encode(), api_key.encode())
+
+    return gr.mount_gradio_app(
+        app, demo, path="/", auth=auth, auth_message="This Space's API key (any user name) opens the chat."
+    )
 
 
 def create_space_app(settings_file: str | Path) -> Any:
@@ -97,4 +111,4 @@ def create_space_app(settings_file: str | Path) -> Any:
         model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name"),
         system_prompt=system_prompt,
     )  # fmt: skip
-    return mount_chat(app, app.state.backend, settings.get("title", model), system_prompt)
+    return mount_chat(app, app.state.backend, settings.get("title", model), system_prompt, api_key)

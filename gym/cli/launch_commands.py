@@ -38,7 +38,7 @@ def launch(
     ),
     force: bool = typer.Option(False, "--force", help="Local run: redo stages that already finished."),
 ) -> None:
-    """Run the whole pipeline: train → eval → card → Space, here (default) or with --cloud through SkyPilot."""
+    """Run the whole pipeline: train → eval → card → push + Space, here (default) or with --cloud through SkyPilot."""
     config, path, flags = load_config_or_exit(args)
     if not cloud:
         _launch_local(config, force)
@@ -64,6 +64,7 @@ def _launch_local(config: GymConfig, force: bool) -> None:
 
     quiet_libraries()
     from gym.data.report import DataError
+    from gym.hub.push import DeployError
     from gym.launch.local import run_local, summary_table
     from gym.model.loading import ModelError
     from gym.train.checkpoints import ResumeError
@@ -74,7 +75,7 @@ def _launch_local(config: GymConfig, force: bool) -> None:
         EvalError = RuntimeError  # noqa: N806
     try:
         outcomes = run_local(config, force=force, echo=_plain(console))
-    except (DataError, ModelError, ResumeError, EvalError, ValueError) as error:
+    except (DataError, ModelError, ResumeError, EvalError, DeployError, ValueError) as error:
         raise fail(str(error)) from None
     console.print(summary_table(config, outcomes))
 

@@ -167,6 +167,13 @@ class SpaceConfig(Section):
         description="Name of the Space secret (and local environment variable) whose value the Space's "
         "OpenAI API requires as its key when set.",
     )
+    hf_token_env: EnvVarName | None = Field(
+        default=None,
+        description="Environment variable holding a read-only Hub token that deploy sets as the Space's "
+        "HF_TOKEN secret, so the Space can download a private model. Default: the push token "
+        "(hub.token_env) when the model is private.",
+        examples=["HF_READ_TOKEN"],
+    )
 
     @field_validator("hardware")
     @classmethod

@@ -187,6 +187,18 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                     f"training-free GRPO trains no weights and runs on one node; set num_nodes = 1, got {compute.num_nodes}",
                 )
             )
+    if compute is not None and (train.method in SINGLE_NODE_ONLY or train.grpo.training_free):
+        what = SINGLE_NODE_ONLY.get(train.method, "training-free GRPO")
+        for index, accelerator in enumerate(compute.accelerators):
+            count = float(accelerator.partition(":")[2] or 1)
+            if count > 1:  # the run script starts one process per GPU: one process is all these methods take
+                issues.append(
+                    (
+                        ("compute", "accelerators", index),
+                        f"{what} runs as one process, but {accelerator!r} starts {count:g}; "
+                        f"ask for one GPU (e.g. '{accelerator.partition(':')[0]}:1')",
+                    )
+                )
     space = config.space
     if space is not None and space.backend == "vllm" and space.hardware.startswith(("cpu", "sprx")):
         issues.append(

@@ -42,6 +42,18 @@ def _hub_id(name: str | None) -> str | None:
     return name if HUB_ID.match(name) else None
 
 
+def _library_size(folder: Path) -> int | None:
+    """How many experiences a training-free run's library holds (None: not a training-free run)."""
+    if not (folder / "training_free.json").is_file():
+        return None
+    from gym.train.experiences import load_experiences
+
+    try:
+        return len(load_experiences(folder / "experiences.json"))
+    except (OSError, ValueError):
+        return 0
+
+
 def _train_results(folder: Path) -> dict[str, Any]:
     try:
         return json.loads((folder / TRAIN_RESULTS).read_text(encoding="utf-8"))
@@ -161,11 +173,26 @@ def build_card(
         eval_results=eval_results(report) or None,
     )
     what = f"`{base}`" if base else "its base model"
-    body = (
-        f"# {name}\n\n"
+    intro = (
         f"Fine-tuned from {what} with [Gym](https://github.com/zoo-gym/gym)"
         + (f" ({train.get('method')}, {train.get('adapter')})" if train else "")
-        + ".\n\n## Evaluation\n\n"
+        + "."
+    )
+    library = _library_size(folder)
+    if library is not None:  # training-free GRPO: nothing was tuned but the library
+        data.library_name = "transformers"
+        data.tags = list(dict.fromkeys([*(data.tags or []), "training-free-grpo", "experience-library"]))
+        intro = (
+            f"The frozen base model {what} plus an **experience library** of {library} experiences "
+            "(`experiences.json`), learned with training-free GRPO by [Gym](https://github.com/zoo-gym/gym). "
+            "No weight was changed: this repository holds the library, not weights; the library is given "
+            f"to the base as its system prompt (`gym serve {base or '<base>'} --experiences experiences.json`). "
+            "Δ compares the base with and without the library."
+        )
+    body = (
+        f"# {name}\n\n"
+        + intro
+        + "\n\n## Evaluation\n\n"
         + results_table_markdown(report)
         + "\n"
         + _evaluation_notes(report)

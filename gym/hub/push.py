@@ -1,28 +1,31 @@
-"""`gym deploy`: push the model (adapter or merged) with its card, then create or update its Space.
+"""`gym deploy` (and the last stage of `gym launch`): push the model with its card, then create or
+update its Space.
+
+The model goes up as *one* commit holding exactly :func:`gym.hub.payload.model_files` (never
+checkpoints or optimizer states). A private model's Space gets a read token as its ``HF_TOKEN``
+secret (``space.hf_token_env``, else the push token) so it can download the model, and the API key
+(``space.api_key_env``) that gates both its OpenAI routes and its chat.
 
 The token is taken from ``--hf_token`` or the environment variable ``hub.token_env`` and handed only
 to :class:`huggingface_hub.HfApi`. It is never printed, written or put in an exception: every Hub
-error is re-raised as :class:`DeployError` with the token replaced by ``***``.
+error is re-raised as :class:`DeployError`, one sentence that says the outputs are kept.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from gym.hub.payload import describe_push_error, has_weights, is_training_free, model_files
 from gym.hub.space import SpaceSettings, render_space
 
-MODEL_IGNORE = [
-    "checkpoint-*/**",
-    "runs/**",
-    "optimizer.pt",
-    "scheduler.pt",
-    "rng_state*.pth",
-    "training_args.bin",
-]
+if TYPE_CHECKING:
+    from gym.config import GymConfig
 
 
 class DeployError(RuntimeError):
@@ -47,6 +50,8 @@ class DeployPlan:
     dry_run: bool
     token: str | None = field(default=None, repr=False)
     token_env: str = "HF_TOKEN"
+    space_token_env: str | None = None  # the variable whose value the Space gets as HF_TOKEN
+    training_free: bool = False
 
     @property
     def is_adapter(self) -> bool:
@@ -54,6 +59,8 @@ class DeployPlan:
 
     def lines(self) -> list[str]:
         kind = "LoRA adapter" if self.is_adapter else "model"
+        if self.training_free:
+            kind = "experience library + reference to its frozen base"
         what = {"none": "not pushed", "merged": f"{kind} merged into its base"}.get(self.push, kind)
         out = [
             f"model  {self.model_dir} → {self.model_repo} ({what}, {'private' if self.model_private else 'public'})"
@@ -62,8 +69,11 @@ class DeployPlan:
             out.append(
                 f"space  {self.space.space_repo} (gradio + OpenAI API, {self.space.backend}, "
                 f"hardware {self.space.hardware}, secret ${self.space.api_key_env}"
-                f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API open'})"
+                f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API and chat open'})"
             )
+            if self.space_token_env:
+                source = "--hf_token" if self.space_token_env == "--hf_token" else f"${self.space_token_env}"
+                out.append(f"space  HF_TOKEN secret from {source} (reads the private model)")
         out.append(f"token  {'from --hf_token' if self.token and self.token_env == '--hf_token' else '$' + self.token_env}"
                    f"{'' if self.token else ' (not set)'}")  # fmt: skip
         return out
@@ -90,6 +100,27 @@ def plan_deploy(
             config = config_from_args(config_path)
         except ConfigError as error:
             raise DeployError("\n".join(str(issue) for issue in error.issues)) from None
+    if config is None and not push_to_hub and not dry_run:
+        raise DeployError(
+            "nothing to deploy: add a [hub] table to gym.toml or pass --push_to_hub (--dry-run previews)"
+        )
+    return plan_from_config(
+        config, model_path=model_path, repo_id=repo_id, space_id=space_id, push_to_hub=push_to_hub,
+        token_flag=token_flag, dry_run=dry_run,
+    )  # fmt: skip
+
+
+def plan_from_config(
+    config: GymConfig | None,
+    *,
+    model_path: Path | None = None,
+    repo_id: str | None = None,
+    space_id: str | None = None,
+    push_to_hub: bool = False,
+    token_flag: str | None = None,
+    dry_run: bool = False,
+) -> DeployPlan:
+    """The deploy plan of a loaded config (what `gym launch` calls at the end of a run)."""
     hub, space_cfg = (config.hub, config.space) if config else (None, None)
     model_dir = (model_path or (config.output_path if config else None) or Path()).resolve()
     if not model_dir.is_dir():
@@ -103,23 +134,32 @@ def plan_deploy(
     repo = repo_id or (hub.repo_id if hub else None)
     if repo is None:
         repo = f"{_whoami(token) if not dry_run else '<you>'}/{model_dir.name}"
+    private = hub.private if hub else True
+    training_free = is_training_free(model_dir)
+    served = repo
+    if training_free:  # the Space serves the frozen base with the library; the repo holds no weights
+        served = json.loads((model_dir / "training_free.json").read_text(encoding="utf-8"))["model"]
     space_repo = space_id or (space_cfg.repo_id if space_cfg else f"{repo}-chat")
     space = SpaceSettings(
-        model_repo=repo,
+        model_repo=served,
         space_repo=space_repo,
         hardware=space_cfg.hardware if space_cfg else "cpu-basic",
         backend=space_cfg.backend if space_cfg else "transformers",
         api_key_env=space_cfg.api_key_env if space_cfg else "GYM_API_KEY",
-        # a training-free GRPO run's library travels with its Space
-        experiences=str(model_dir / "experiences.json")
-        if (model_dir / "experiences.json").is_file()
-        else None,
-    )
+        experiences=str(model_dir / "experiences.json") if (model_dir / "experiences.json").is_file() else None,
+        card_repo=repo,
+    )  # fmt: skip
+    if config is not None and space_cfg is None and space_id is None:
+        space = None  # a gym.toml without [space] asks for no Space; the bare command line gets one
+    space_token_env = space_cfg.hf_token_env if space_cfg else None
+    if space_token_env is None and private and space is not None:
+        space_token_env = "--hf_token" if token_flag else token_env
     return DeployPlan(
         model_dir=model_dir, model_repo=repo, push=hub.push if hub else "adapter",
-        model_private=hub.private if hub else True, space=space,
+        model_private=private, space=space,
         space_private=space_cfg.private if space_cfg else False, dry_run=dry_run,
         token=token, token_env="--hf_token" if token_flag else token_env,
+        space_token_env=space_token_env, training_free=training_free,
     )  # fmt: skip
 
 
@@ -136,8 +176,20 @@ def _whoami(token: str | None) -> str:
         ) from None
 
 
+def _space_token(plan: DeployPlan) -> str | None:
+    if plan.space_token_env is None:
+        return None
+    if plan.space_token_env == "--hf_token":
+        return plan.token
+    return os.environ.get(plan.space_token_env) or None
+
+
 def run_deploy(plan: DeployPlan, space_dir: Path | None = None, echo: Callable[[str], None] = print) -> None:
-    """Render the Space, then (unless a dry run) push the model and the Space and configure it."""
+    """Render the Space, then (unless a dry run) push the model and the Space and configure it.
+
+    Raises :class:`DeployError` (one sentence, no secret) on any failure; nothing in the model
+    folder is changed, so the same command retries.
+    """
     for line in plan.lines():
         echo(line)
     with tempfile.TemporaryDirectory(prefix="gym-space-") as scratch:
@@ -148,17 +200,28 @@ def run_deploy(plan: DeployPlan, space_dir: Path | None = None, echo: Callable[[
             return
         if not plan.token:
             raise DeployError(f"no Hub token: set ${plan.token_env} or pass --hf_token")
+        if plan.space is not None and plan.space_token_env and not _space_token(plan):
+            raise DeployError(
+                f"the model {plan.model_repo} is private and its Space needs a read token: set "
+                f"${plan.space_token_env} (space.hf_token_env)"
+            )
+        secrets = (
+            plan.token,
+            _space_token(plan),
+            os.environ.get(plan.space.api_key_env) if plan.space else None,
+        )
         try:
             _push(plan, folder, Path(scratch), echo)
         except DeployError:
             raise
-        except Exception as error:  # noqa: BLE001 - the Hub client's errors are shown scrubbed
-            secret = os.environ.get(plan.space.api_key_env) if plan.space else None
-            raise DeployError(scrub(f"{type(error).__name__}: {error}", plan.token, secret)) from None
+        except Exception as error:  # noqa: BLE001 - the Hub client's errors are phrased, never echoed
+            message = describe_push_error(error, repo=plan.model_repo, token_env=plan.token_env,
+                                          folder=plan.model_dir)  # fmt: skip
+            raise DeployError(scrub(message, *secrets)) from None
 
 
 def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Callable[[str], None]) -> None:
-    from huggingface_hub import HfApi
+    from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(token=plan.token)
     if plan.push != "none":
@@ -168,10 +231,17 @@ def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Call
 
             echo("merging the adapter into its base ...")
             source = merge_adapter(plan.model_dir, scratch / "merged")
+        files = model_files(source, extra_from=plan.model_dir if source != plan.model_dir else None)
+        if not has_weights(files) and not plan.training_free:
+            raise DeployError(
+                f"{plan.model_dir} holds no model (no adapter_config.json or config.json): train first"
+            )
         api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)
-        api.upload_folder(repo_id=plan.model_repo, folder_path=source, ignore_patterns=MODEL_IGNORE,
-                          commit_message="Upload model with gym deploy")  # fmt: skip
-        echo(f"pushed {plan.model_repo}")
+        operations = [
+            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()
+        ]
+        api.create_commit(plan.model_repo, operations=operations, commit_message="Upload model with gym")
+        echo(f"pushed {plan.model_repo} ({len(files)} files)")
     if plan.space is None or space_folder is None:
         return
     repo = plan.space.space_repo
@@ -180,11 +250,15 @@ def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Call
         repo_id=repo,
         repo_type="space",
         folder_path=space_folder,
-        commit_message="Update Space with gym deploy",
+        commit_message="Update Space with gym",
     )
     secret = os.environ.get(plan.space.api_key_env)
     if secret:
-        api.add_space_secret(repo, plan.space.api_key_env, secret, description="API key of the OpenAI routes")
+        api.add_space_secret(repo, plan.space.api_key_env, secret, description="API key of the API and chat")
         echo(f"set Space secret {plan.space.api_key_env}")
+    read_token = _space_token(plan)
+    if read_token:
+        api.add_space_secret(repo, "HF_TOKEN", read_token, description="Reads the private model")
+        echo("set Space secret HF_TOKEN (reads the private model)")
     api.request_space_hardware(repo, plan.space.hardware)
     echo(f"Space {repo} updated (hardware {plan.space.hardware}): https://huggingface.co/spaces/{repo}")

@@ -35,6 +35,11 @@ class SpaceSettings:
     backend: str = "transformers"
     api_key_env: str = "GYM_API_KEY"
     experiences: str | None = None  # a training-free GRPO library to carry into the Space
+    card_repo: str | None = None  # the pushed repo (card, scores) when it is not what the Space loads
+
+    @property
+    def listed_repo(self) -> str:
+        return self.card_repo or self.model_repo
 
     @property
     def host(self) -> str:
@@ -66,12 +71,12 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
         "title": settings.space_repo.split("/")[-1],
         "sdk_version": gradio,
         "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "model_repo": settings.model_repo,
+        "model_repo": settings.listed_repo,
         "hardware": settings.hardware,
         "tags": "\n".join(f"  - {tag}" for tag in TAGS),
         "space_host": settings.host,
         "api_key_env": settings.api_key_env,
-        "served_model_name": settings.model_repo,
+        "served_model_name": settings.listed_repo,
         "transformers_min": transformers,
         "extra": "vllm" if settings.backend == "vllm" else "",
     }
@@ -81,7 +86,7 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
     shutil.copy2(template_dir / "app.py", out / "app.py")
     config = {
         "model": settings.model_repo,
-        "served_model_name": settings.model_repo,
+        "served_model_name": settings.listed_repo,
         "backend": settings.backend,
         "api_key_env": settings.api_key_env,  # the *name* of the secret; its value never leaves the env
         "title": values["title"],

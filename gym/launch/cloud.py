@@ -95,13 +95,18 @@ def launch_cloud(
     detach: bool = False,
     echo: Echo = print,
     warn: Echo = print,
+    report_to: str | None = None,
 ) -> LaunchResult:
     """Launch ``config`` on the cloud through SkyPilot (or, with ``dryrun``, print the checked task).
 
     ``flags`` are the command-line overrides already applied to ``config``; the remote `gym launch`
-    receives them too. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
+    receives them too. ``report_to`` (a :class:`action.report.ReportTarget` as JSON) makes the job
+    report back to its pull request itself, with ``$GYM_REPORT_TOKEN`` passed as a secret. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
     """
-    plan = build_plan(config, config_path, flags, pip_spec=f"zoo-gym[train,eval]=={__version__}")
+    extras = "train,eval,action" if report_to else "train,eval"  # action: PyGithub, for the report-back
+    plan = build_plan(
+        config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to
+    )
     secrets, missing = secret_values(plan.secrets, env, require=not dryrun)
     for note in plan.notes:
         warn(f"note: {note}")

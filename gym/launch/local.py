@@ -1,4 +1,8 @@
-"""`gym launch` on this machine: train → eval → card → Space folder, each stage skipped when done.
+"""`gym launch` on this machine: train → eval → card → deploy, each stage skipped when done.
+
+The deploy stage pushes the model and creates or updates its Space when gym.toml has ``[hub]``
+(otherwise it only renders the Space folder). Under torchrun (several processes) every rank trains;
+eval, card, deploy and the results line run on rank 0 alone, so a run makes one model commit.
 
 Each stage is a function of the :class:`GymConfig` that returns what it produced. A small JSON state
 file in ``output_dir`` records which stages finished for which resolved config (a hash of it), so
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,7 +38,7 @@ class StageOutcome:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
-Stage = Callable[["GymConfig"], StageOutcome]
+Stage = Callable[["GymConfig", Callable[[str], None]], StageOutcome]
 
 
 def config_hash(config: GymConfig) -> str:
@@ -53,7 +58,7 @@ def write_state(folder: Path, state: dict[str, Any]) -> None:
     atomic_write_text(folder / STATE_FILE, json.dumps(state, indent=2, default=str) + "\n")
 
 
-def stage_train(config: GymConfig) -> StageOutcome:
+def stage_train(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
     from gym.data.report import summary_text
     from gym.train.runner import run_training
 
@@ -70,12 +75,21 @@ def stage_train(config: GymConfig) -> StageOutcome:
     )
 
 
-def stage_eval(config: GymConfig) -> StageOutcome:
+def rank() -> int:
+    """This process's global rank under torchrun (0 when started alone)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def stage_eval(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
     if not config.eval.tasks:
         return StageOutcome("skipped", "eval.tasks is empty")
     from gym.eval import evaluate
+    from gym.hub.payload import is_training_free
 
-    report = evaluate(config)
+    if is_training_free(config.output_path):  # the frozen base with and without its library
+        report = evaluate(config, experiences=config.output_path / "experiences.json")
+    else:
+        report = evaluate(config)
     path = report.write(config.output_path)
     scores = ", ".join(
         f"{row.task} {row.value:.3f}" + (f" ({row.delta:+.3f} vs base)" if row.delta is not None else "")
@@ -85,7 +99,7 @@ def stage_eval(config: GymConfig) -> StageOutcome:
     return StageOutcome("done", scores or "no scores", {"eval_results": str(path)})
 
 
-def stage_card(config: GymConfig) -> StageOutcome:
+def stage_card(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
     from gym.eval.report import EvalReport
     from gym.hub.card import write_card
 
@@ -101,34 +115,108 @@ def stage_card(config: GymConfig) -> StageOutcome:
     )
 
 
-def stage_space(config: GymConfig) -> StageOutcome:
+def stage_deploy(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
+    """Push the model and its Space (``[hub]``), or only render the Space folder (``[space]`` alone)."""
+    if config.hub is None:
+        return _render_space_only(config)
+    if config.hub.push == "none":  # e.g. a pull request's run: the numbers are shown, the merge publishes
+        return StageOutcome(
+            "skipped", "hub.push = 'none': nothing pushed (`gym deploy` publishes this folder)"
+        )
+    from gym.hub.push import plan_from_config, run_deploy
+
+    plan = plan_from_config(config)
+    run_deploy(plan, space_dir=config.output_path / "space", echo=echo)
+    space = plan.space.space_repo if plan.space is not None and config.space is not None else None
+    detail = f"pushed {plan.model_repo}" if plan.push != "none" else "model not pushed (hub.push = 'none')"
+    artifacts: dict[str, Any] = {"model_repo": plan.model_repo}
+    if space:
+        detail += f"; Space {space} updated"
+        artifacts["space_repo"] = space
+    return StageOutcome("done", detail, artifacts)
+
+
+def _render_space_only(config: GymConfig) -> StageOutcome:
     if config.space is None:
-        return StageOutcome("skipped", "no [space] table in the config")
+        return StageOutcome("skipped", "no [hub] or [space] table in the config")
     from gym.hub.space import SpaceSettings, render_space
 
     space = config.space
-    model_repo = config.hub.repo_id if config.hub is not None else f"<owner>/{config.project.name}"
+    model_repo = f"<owner>/{config.project.name}"
     library = config.output_path / "experiences.json"  # written by a training-free GRPO run
     settings = SpaceSettings(
         model_repo, space.repo_id, space.hardware, space.backend, space.api_key_env,
         str(library) if library.is_file() else None,
     )  # fmt: skip
     folder = render_space(config.output_path / "space", settings)
-    return StageOutcome("done", "Space folder rendered (push it with `gym deploy`)", {"space": str(folder)})
+    return StageOutcome(
+        "done", "Space folder rendered (add [hub] to push it, or run `gym deploy`)", {"space": str(folder)}
+    )
+
+
+def check_push_token(config: GymConfig) -> None:
+    """Refuse before training when the run ends with a push but has no token to push with."""
+    hub = config.hub
+    if hub is not None and hub.push != "none" and not os.environ.get(hub.token_env):
+        raise ValueError(
+            f"hub.token_env: ${hub.token_env} is not set, and this run ends by pushing to {hub.repo_id}; "
+            "set it, or remove [hub] to keep the run local (`gym deploy` pushes it later)"
+        )
 
 
 STAGES: list[tuple[str, Stage]] = [
     ("train", stage_train),
     ("eval", stage_eval),
     ("card", stage_card),
-    ("space", stage_space),
+    ("deploy", stage_deploy),
 ]
+RANK_ZERO_ONLY = {"eval", "card", "deploy"}
 
 
 def run_local(
     config: GymConfig, *, force: bool = False, echo: Callable[[str], None] = print
 ) -> dict[str, StageOutcome]:
-    """Run every stage in order, skipping those already done for this exact config (unless ``force``)."""
+    """Run every stage in order, skipping those already done for this exact config (unless ``force``).
+
+    On a rank other than 0 only the training stage runs (with the others), and no state is written.
+    A cloud job launched with report-back (``GYM_REPORT_TO``, see :mod:`action.report`) reports its
+    start, its eval table or its failure to the pull request from rank 0.
+    """
+    check_push_token(config)
+    main = rank() == 0
+    reporting = main and bool(os.environ.get("GYM_REPORT_TO"))
+    job = f"SkyPilot job `gym-{config.project.name}`"
+    if reporting:
+        from action.report import report_started
+
+        report_started(job, echo=echo)
+    try:
+        outcomes = _run_stages(config, force=force, echo=echo, main=main)
+    except Exception as error:
+        if reporting:
+            from action.report import report_finished
+            from gym.failures import first_line
+
+            report_finished(job=job, results=None, error=first_line(error), echo=echo)
+        raise
+    if not main:
+        return outcomes
+    from gym.launch.results import emit_results
+
+    folder = config.output_path
+    emit_results(folder, echo)  # a cloud run's results travel back through its log
+    if reporting:
+        from action.report import report_finished
+
+        results = folder / "eval_results.json"
+        data = json.loads(results.read_text(encoding="utf-8")) if results.is_file() else None
+        report_finished(job=job, results=data, echo=echo)
+    return outcomes
+
+
+def _run_stages(
+    config: GymConfig, *, force: bool, echo: Callable[[str], None], main: bool
+) -> dict[str, StageOutcome]:
     folder = config.output_path
     digest = config_hash(config)
     state = read_state(folder)
@@ -138,6 +226,8 @@ def run_local(
         config = config.model_copy(update={"train": config.train.model_copy(update={"resume": "never"})})
     outcomes: dict[str, StageOutcome] = {}
     for name, stage in STAGES:
+        if not main and name in RANK_ZERO_ONLY:
+            continue
         previous = state["stages"].get(name)
         if previous and previous.get("status") == "done":
             outcomes[name] = StageOutcome(
@@ -145,17 +235,16 @@ def run_local(
             )
             echo(f"[{name}] already done for this config, skipped (--force reruns it)")
             continue
-        echo(f"[{name}] running")
+        if main:
+            echo(f"[{name}] running")
         started = time.perf_counter()
-        outcome = stage(config)
+        outcome = stage(config, echo)
         outcome.artifacts.setdefault("seconds", round(time.perf_counter() - started, 2))
         outcomes[name] = outcome
-        state["stages"][name] = {**asdict(outcome), "finished": time.time()}
-        write_state(folder, state)
-        echo(f"[{name}] {outcome.status}: {outcome.detail}")
-    from gym.launch.results import emit_results
-
-    emit_results(folder, echo)  # a cloud run's results travel back through its log
+        if main:
+            state["stages"][name] = {**asdict(outcome), "finished": time.time()}
+            write_state(folder, state)
+            echo(f"[{name}] {outcome.status}: {outcome.detail}")
     return outcomes
 
 

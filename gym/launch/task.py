@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 CHECKPOINT_MOUNT = "/checkpoints"
+REPORT_TARGET_ENV = "GYM_REPORT_TO"  # where the job reports back (not secret); see action/report.py
+REPORT_TOKEN_ENV = "GYM_REPORT_TOKEN"  # the token it reports with: a SkyPilot secret only
 
 # Environment variables each experiment tracker needs on the remote machine: (required, optional).
 # Optional ones (project names, URIs) travel as secrets too: a tracking URI can embed credentials.
@@ -80,6 +82,12 @@ def secret_specs(config: GymConfig) -> list[SecretSpec]:
         add("HF_TOKEN", False, "downloading gated models from the Hub")
     if config.space is not None:
         add(config.space.api_key_env, False, "space.api_key_env")
+        if config.space.hf_token_env and hub is not None and hub.push != "none":
+            add(
+                config.space.hf_token_env,
+                hub.private,
+                "space.hf_token_env (the Space reads the private model)",
+            )
     for tracker in config.train.report_to:
         required, optional = TRACKER_ENV.get(tracker, ((), ()))
         for name in required:
@@ -152,6 +160,7 @@ def build_plan(
     *,
     cwd: Path | None = None,
     pip_spec: str | None = None,
+    report_to: str | None = None,
 ) -> CloudPlan:
     """Fill the train template from the config; raises :class:`LaunchError` on what cannot be launched."""
     compute = config.compute
@@ -177,6 +186,12 @@ def build_plan(
     envs["GYM_FLAGS"] = shlex.join(remote_flags(config, flags))
     if pip_spec:
         envs["GYM_PIP_SPEC"] = pip_spec
+    specs = secret_specs(config)
+    if report_to:  # the job reports back to its PR itself (action.report): where, and the token as a secret
+        envs[REPORT_TARGET_ENV] = report_to
+        specs.append(
+            SecretSpec(REPORT_TOKEN_ENV, True, "reporting the finished run back to the pull request")
+        )
     if compute.max_runtime_hours:
         envs["GYM_MAX_RUNTIME_S"] = str(max(1, round(compute.max_runtime_hours * 3600)))
     if compute.checkpoint_bucket:
@@ -198,7 +213,7 @@ def build_plan(
         name=name,
         managed=compute.managed,
         task=task,
-        secrets=secret_specs(config),
+        secrets=specs,
         autostop_minutes=compute.autostop_minutes,
         notes=notes,
     )

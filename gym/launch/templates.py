@@ -52,6 +52,7 @@ if [ -n "${GYM_TRAIN_CMD:-}" ]; then
 else
   eval "set -- gym launch ${GYM_CONFIG:+\\"\\$GYM_CONFIG\\"} ${GYM_FLAGS:-}"
 fi
+echo "gym: node $NODE_RANK of $NUM_NODES starts $NPROC process(es)" >&2
 if [ "$NUM_NODES" -gt 1 ] || [ "$NPROC" -gt 1 ]; then
   exec ${LIMIT[@]+"${LIMIT[@]}"} torchrun --nnodes="$NUM_NODES" --node_rank="$NODE_RANK" \\
     --nproc_per_node="$NPROC" --master_addr="$MASTER_ADDR" --master_port="${GYM_MASTER_PORT:-29500}" --no-python "$@"
@@ -143,6 +144,8 @@ HEADERS = {
 # Checkpoints that survive preemption: mount a bucket and point the run at it, e.g.
 #   file_mounts: {/checkpoints: {source: s3://my-bucket/gym, mode: MOUNT}}
 #   --env GYM_FLAGS="--output_dir /checkpoints/my-run"   (train.resume = "auto" picks up from there)
+# The run ends on rank 0 with the push of the model and its Space when gym.toml has [hub] (add
+# --secret GYM_API_KEY and, for a private model, the Space's read token named by space.hf_token_env).
 """,
     "eval": """\
 # Gym: evaluate a trained run with lm-eval (`gym eval`), on one cloud machine.

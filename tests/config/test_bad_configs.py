@@ -302,6 +302,21 @@ WHOLE = [
         "compute.num_nodes",
         "runs on one node",
     ),
+    (
+        "ppo-multigpu",
+        HEAD + '[train]\nmethod = "ppo"\n[compute]\naccelerators = ["L4:1", "A100:2"]\n',
+        13,
+        "compute.accelerators.1",
+        "PPO runs as one process, but 'A100:2' starts 2",
+    ),
+    (
+        "training-free-multigpu",
+        HEAD
+        + '[train]\nmethod = "grpo"\n[train.grpo]\ntraining_free = true\n[compute]\naccelerators = ["H100:8"]\n',
+        15,
+        "compute.accelerators.0",
+        "training-free GRPO runs as one process",
+    ),
 ]
 
 CASES = [case for case in CASES if case[2] is not None] + [

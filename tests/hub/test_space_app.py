@@ -52,7 +52,14 @@ def test_rendered_space_serves_api_and_chat(tiny_dir: Path, cache_root: Path, tm
         assert page.status_code == 200 and "gradio" in page.text.lower()
         from gradio_client import Client
 
-        reply = Client(url + "/", verbose=False).predict("Reverse: a b", api_name="/chat")
+        # the API key gates the chat too: without it the Gradio client is refused, with it it chats
+        with pytest.raises(Exception, match="(?i)login|auth|401|403"):
+            Client(url + "/", verbose=False).predict("Reverse: a b", api_name="/chat")
+        with pytest.raises(Exception, match="(?i)login|auth|incorrect|401|403"):
+            Client(url + "/", verbose=False, auth=("anyone", "wrong-key"))
+        reply = Client(url + "/", verbose=False, auth=("anyone", KEY)).predict(
+            "Reverse: a b", api_name="/chat"
+        )
         assert isinstance(reply, str)
         probe = subprocess.run([sys.executable, "-c", "import gym; print(gym.__file__)"], cwd=space, env=env,
                                capture_output=True, text=True, check=True)  # fmt: skip

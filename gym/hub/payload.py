@@ -1,0 +1,93 @@
+"""Exactly what a run pushes to its model repository, and how a failed push is told to the user.
+
+The output folder of a run holds much more than the model: ``checkpoints/`` (every checkpoint's
+weights, optimizer and RNG states), the launch state, the rendered Space, logs. The Hub gets an
+*allow-list* instead: the weights (adapter or full), the tokenizer with its chat template, the card,
+``.eval_results/``, ``eval_results.json`` and ``train_results.json`` — and, for a training-free GRPO
+run, the experience library and the reference to its frozen base.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+ADAPTER = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+WEIGHTS = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model-*-of-*.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "chat_template.jinja",
+    "chat_template.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+)
+CARD = ("README.md", "eval_results.json", "train_results.json")
+EVAL_DIR = ".eval_results"
+TRAINING_FREE = ("experiences.json", "training_free.json")
+
+
+def is_training_free(folder: Path) -> bool:
+    """A training-free GRPO run's folder: an experience library, no weights of its own."""
+    return (folder / "training_free.json").is_file()
+
+
+def model_files(folder: Path, *, extra_from: Path | None = None) -> dict[str, Path]:
+    """``{path in repo: file}`` of what belongs on the Hub, from ``folder`` (and card files from
+    ``extra_from``, the run folder, when the weights come from a merged copy elsewhere)."""
+    patterns = ADAPTER + WEIGHTS + TOKENIZER + CARD + TRAINING_FREE
+    found: dict[str, Path] = {}
+    for source in (extra_from, folder):  # the weights' own folder wins over the run folder
+        if source is None or not source.is_dir():
+            continue
+        for path in sorted(source.iterdir()):
+            if path.is_file() and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in patterns):
+                if source is extra_from and path.name not in CARD + TRAINING_FREE:
+                    continue
+                found[path.name] = path
+        results = source / EVAL_DIR
+        if results.is_dir():
+            for path in sorted(results.glob("*.yaml")):
+                found[f"{EVAL_DIR}/{path.name}"] = path
+    return found
+
+
+def has_weights(files: dict[str, Path]) -> bool:
+    return any(name in files for name in ("adapter_config.json", "config.json"))
+
+
+def describe_push_error(error: BaseException, *, repo: str, token_env: str, folder: Path) -> str:
+    """One sentence for a failed push (no token in it), saying the outputs are kept and how to retry."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    retry = f"the run's outputs stay in {folder}; retry with `gym deploy`"
+    if status == 401:
+        return f"the Hub refused the token in ${token_env} (401 unauthorized) while pushing {repo}; {retry}"
+    if status == 403:
+        return (
+            f"the token in ${token_env} may not write to {repo} (403 forbidden): use a token with write "
+            f"access to its owner; {retry}"
+        )
+    if status is not None and status >= 500:
+        return f"the Hub failed while pushing {repo} (HTTP {status}, a server error); {retry} later"
+    if status is not None:
+        return f"the Hub answered HTTP {status} while pushing {repo}; {retry}"
+    name = type(error).__name__
+    if "Connect" in name or "Timeout" in name or isinstance(error, (ConnectionError, TimeoutError)):
+        return f"cannot reach the Hub ({name}) while pushing {repo}; {retry} when it is reachable"
+    return f"pushing {repo} failed ({name}); {retry}"

@@ -1,0 +1,240 @@
+"""The pieces of the one-loop test: every remote service is a double on 127.0.0.1 driven by its real client.
+
+- GitHub: :class:`tests.action.github_server.FakeGitHub` (PyGithub), plus commit statuses.
+- SkyPilot: :class:`tests.launch.sky_double.SkyDouble` (SkyPilot's SDK), which runs the task as its node.
+- Hub: :class:`tests.hub.hub_double.HubDouble` (huggingface_hub), private repos, uploads and downloads.
+- The Space: downloaded from the Hub double and started with uvicorn with exactly the secrets deploy set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.action.github_server import FakeGitHub
+from tests.conftest import REPO
+
+GITHUB_TOKEN = "ghs_" + "G" * 36
+HF_TOKEN = "hf_" + "W" * 34  # writes: pushes the model and the Space
+READ_TOKEN = "hf_" + "R" * 34  # reads: the Space's HF_TOKEN secret
+API_KEY = "sk-space-" + "K" * 24
+REPORT_TOKEN = "github_pat_" + "P" * 40
+POLICY_KEY = "sk-policy-" + "Q" * 24  # the training-free rollouts' endpoint key
+SECRETS = (GITHUB_TOKEN, HF_TOKEN, READ_TOKEN, API_KEY, REPORT_TOKEN, POLICY_KEY)
+
+
+@dataclass
+class GitHubWithStatuses(FakeGitHub):
+    """The recording GitHub API, answering ``POST /repos/{repo}/statuses/{sha}`` too."""
+
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    extra_tokens: tuple[str, ...] = ()
+
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        match = re.fullmatch(rf"/repos/{re.escape(self.repo)}/statuses/(\w+)", path)
+        if match and method == "POST":
+            status = {"id": len(self.statuses) + 1, "sha": match[1], **body,
+                      "url": f"{self.base}{path}", "created_at": "2026-01-01T00:00:00Z"}  # fmt: skip
+            self.statuses.append(status)
+            return 201, status
+        return super().handle(method, path, body)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def venv_path() -> str:
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+def node_env(root: Path, hub_url: str, cache: Path) -> dict[str, str]:
+    """What the SkyPilot node provides before the task's envs and secrets: tools, and the Hub it reaches."""
+    home = root / "node-home"
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": venv_path(), "HOME": str(home), "PYTHONPATH": str(REPO), "GYM_CACHE_DIR": str(cache),
+        "HF_ENDPOINT": hub_url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0",
+        "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+    }  # fmt: skip
+
+
+def action_env(root: Path, github: FakeGitHub, event: dict[str, Any], name: str, sky_endpoint: str,
+               workspace: Path, **extra: str) -> dict[str, str]:  # fmt: skip
+    runner = root / f"runner-{name}"
+    runner.mkdir(parents=True, exist_ok=True)
+    (runner / "event.json").write_text(json.dumps(event))
+    (runner / "home").mkdir(exist_ok=True)
+    return {
+        "PATH": venv_path(), "HOME": str(runner / "home"), "PYTHONPATH": str(REPO),
+        "SKYPILOT_API_SERVER_ENDPOINT": sky_endpoint, "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+        "GITHUB_EVENT_NAME": name, "GITHUB_EVENT_PATH": str(runner / "event.json"),
+        "GITHUB_REPOSITORY": github.repo, "GITHUB_API_URL": github.base,
+        "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "777", "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_OUTPUT": str(runner / "output"), "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+        "GYM_GITHUB_TOKEN": GITHUB_TOKEN, "GYM_INPUT_HF_TOKEN": HF_TOKEN, "GYM_INPUT_CLOUD": "true",
+        **extra,
+    }  # fmt: skip
+
+
+def run_action(env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
+    """The action's real entrypoint, as action.yml starts it (``python -m action`` from the action's folder)."""
+    return subprocess.run([sys.executable, "-m", "action"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def card_scores(readme: str) -> dict[str, float]:
+    """``{task: value}`` from the card's ``model-index``."""
+    import yaml
+
+    meta = yaml.safe_load(readme.split("---")[1])
+    scores = {}
+    for entry in meta["model-index"][0]["results"]:
+        for metric in entry["metrics"]:
+            scores[entry["dataset"]["name"]] = float(metric["value"])
+    return scores
+
+
+def eval_results_scores(files: dict[str, bytes]) -> dict[str, float]:
+    """``{task: value}`` from the pushed ``.eval_results/*.yaml``."""
+    import yaml
+
+    scores = {}
+    for path, content in files.items():
+        if path.startswith(".eval_results/"):
+            for entry in yaml.safe_load(content.decode()):
+                scores[Path(path).stem] = float(entry["value"])
+    return scores
+
+
+def json_scores(results: dict[str, Any]) -> dict[str, float]:
+    return {
+        row["task"]: round(float(row["value"]), 6) for row in results["results"] if row["value"] is not None
+    }
+
+
+def comment_scores(body: str) -> dict[str, float]:
+    """``{task: tuned value}`` from the eval table in the PR comment (columns: task, metric, n, base, tuned, ...)."""
+    scores = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 5 and re.fullmatch(r"-?\d+\.\d+", cells[4] or "") and cells[0] not in ("task", ""):
+            scores[cells[0]] = float(cells[4])
+    return scores
+
+
+def files_under(folder: Path) -> Iterator[Path]:
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            yield path
+
+
+def assert_no_secret(where: str, blob: bytes | str) -> None:
+    data = blob.encode() if isinstance(blob, str) else blob
+    for secret in SECRETS:
+        assert secret.encode() not in data, f"a secret value leaked into {where}"
+
+
+@dataclass
+class Space:
+    process: subprocess.Popen
+    url: str
+    folder: Path
+
+    def stop(self) -> str:
+        self.process.terminate()
+        try:
+            out, err = self.process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+        return (out or "") + (err or "")
+
+
+def start_space(space_repo: str, hub_url: str, secrets: dict[str, str], root: Path, cache: Path) -> Space:
+    """Download the Space as the Hub would build it and start it with exactly its secrets (nothing else secret)."""
+    from huggingface_hub import snapshot_download
+
+    folder = Path(snapshot_download(space_repo, repo_type="space", local_dir=root / "space",
+                                    endpoint=hub_url, token=HF_TOKEN))  # fmt: skip
+    port = free_port()
+    home = root / "space-home"
+    home.mkdir(exist_ok=True)
+    env = {"PATH": venv_path(), "HOME": str(home), "HF_ENDPOINT": hub_url, "HF_HUB_OFFLINE": "0",
+           "HF_HUB_DISABLE_TELEMETRY": "1", "GYM_CACHE_DIR": str(cache), "GRADIO_ANALYTICS_ENABLED": "False",
+           "OMP_NUM_THREADS": "1", "PORT": str(port), **secrets}  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return Space(process, f"http://127.0.0.1:{port}", folder)
+
+
+def wait_healthy(space: Space, timeout: float = 240) -> None:
+    import time
+
+    import httpx
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if space.process.poll() is not None:
+            raise AssertionError("the Space exited:\n" + space.stop()[-4000:])
+        try:
+            if httpx.get(space.url + "/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise AssertionError("the Space never became healthy:\n" + space.stop()[-4000:])
+
+
+def chat_in_browser(url: str, key: str | None, message: str, screenshot: Path) -> str:
+    """Open the Space's chat in headless Chromium (Playwright), log in with the key, send a message,
+    and return the bot's reply as shown on the page."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                             args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        try:
+            page = browser.new_page()
+            page.goto(url + "/", wait_until="networkidle", timeout=120_000)
+            if key is not None:
+                page.locator("input[type=password]").wait_for(timeout=60_000)
+                page.locator("input").first.fill("reviewer")
+                page.locator("input[type=password]").fill(key)
+                page.get_by_role("button", name=re.compile("login", re.I)).click()
+            box = page.locator("textarea").first
+            box.wait_for(timeout=120_000)
+            box.fill(message)
+            box.press("Enter")
+            bot = page.locator("[data-testid='bot']").last
+            bot.wait_for(timeout=120_000)
+            page.wait_for_function(
+                "() => { const m = document.querySelectorAll(\"[data-testid='bot']\");"
+                " return m.length && m[m.length - 1].innerText.trim().length > 0; }",
+                timeout=120_000,
+            )
+            page.screenshot(path=str(screenshot))
+            return bot.inner_text()
+        finally:
+            browser.close()
+
+
+def login_refused(url: str, wrong_key: str) -> bool:
+    """A wrong key is refused at the chat's login (Gradio's /login answers 400 with 'Incorrect credentials')."""
+    import httpx
+
+    response = httpx.post(url + "/login", data={"username": "reviewer", "password": wrong_key}, timeout=30)
+    return response.status_code >= 400
