@@ -8,6 +8,7 @@ complete checkpoint (``train.resume = "auto"``).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -157,9 +158,15 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     if tuner is not None:
         trainer.add_callback(tuner)
     resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn)
-    output_metrics = getattr(
-        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None), "metrics", None
-    )
+    # Libraries, model and data live for the whole run: the garbage collector (Trainer.train starts with a
+    # full collection, and old-generation passes recur while training) need not scan them again.
+    gc.freeze()
+    try:
+        output_metrics = getattr(
+            trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None), "metrics", None
+        )
+    finally:
+        gc.unfreeze()  # a caller training again in this process gets its garbage collected as usual
 
     result = TrainResult(
         output_dir=str(output),
