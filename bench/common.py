@@ -102,15 +102,22 @@ MODELS: dict[str, Callable[[], Path]] = {"tiny": tiny_model, "26m": model_26m}
 
 def run_result(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
                timeout: float = 1800) -> dict[str, Any]:  # fmt: skip
-    """Run ``cmd``; the JSON after its last ``RESULT `` line, plus ``wall`` (seconds, whole process)."""
+    """Run ``cmd``; the JSON after its last ``RESULT `` line, plus ``wall`` (seconds, whole process) and
+    ``cpu`` (user + system CPU seconds of the process and its children: on a shared machine, where wall
+    time mostly measures the other users, the work a command did)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed:\n{(done.stdout + done.stderr)[-3000:]}")
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     result = json.loads(lines[-1].removeprefix("RESULT ")) if lines else {}
-    return {**result, "wall": wall}
+    return {**result, "wall": wall, "cpu": cpu}
 
 
 def thread_env(threads: int | None, **extra: str) -> dict[str, str]:

@@ -9,11 +9,15 @@ The timed window is the same for every tool: Hugging Face ``Trainer.train``'s ow
 (all three train through it), and tokens are each tool's non-pad count over that run (Gym's token
 counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). The
 whole command (start-up, data, model, training, saving) is timed from outside for Gym and
-LLaMA-Factory. Each run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings:
+LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children: on a
+shared machine the wall clock mostly measures the other users). Each run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings:
 each tool's default and ``OMP_NUM_THREADS=1``.
 
 Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
 top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
+TRL's ``SFTConfig`` defaults to ``bf16=True``, which on a CPU with AVX512-BF16 trains under bf16
+autocast (1.5x faster on the 26M model here, none on the tiny one): it is set to False so that all
+three tools train in fp32.
 
     python bench/train_throughput.py [--models tiny,26m] [--threads default,1] [--repeats 3] [--steps 30]
 """
@@ -48,7 +52,7 @@ chats = [{"messages": [{"role": "user", "content": (r["instruction"] + "\\n" + r
 args = SFTConfig(output_dir=out, max_steps=steps, per_device_train_batch_size=%(batch)d, learning_rate=%(lr)g,
                  max_length=%(cutoff)d, logging_steps=10, save_strategy="no", report_to="none", seed=42,
                  use_cpu=True, disable_tqdm=True, lr_scheduler_type="constant", dataloader_num_workers=0,
-                 gradient_checkpointing=False, assistant_only_loss=False)
+                 gradient_checkpointing=False, assistant_only_loss=False, bf16=False)
 trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), args=args,
                      train_dataset=Dataset.from_list(chats), processing_class=tok,
                      peft_config=LoraConfig(r=%(rank)d, lora_alpha=%(alpha)d, target_modules="all-linear", lora_dropout=0.0))
@@ -122,7 +126,7 @@ dropout = 0.0
         )
     results = json.loads((out / "train_results.json").read_text())
     return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
-            "wall": run["wall"]}  # fmt: skip
+            "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
 def llamafactory_run(
@@ -170,7 +174,7 @@ seed: 42
     metrics = json.loads((out / "train_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
     tokens = max((e.get("num_input_tokens_seen", 0) for e in state["log_history"]), default=0)
-    return {"tokens": tokens, "seconds": metrics["train_runtime"], "wall": run["wall"]}
+    return {"tokens": tokens, "seconds": metrics["train_runtime"], "wall": run["wall"], "cpu": run["cpu"]}
 
 
 def trl_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
@@ -216,15 +220,18 @@ def main() -> list[dict[str, Any]]:
                 "gym_vs_best_peer": ratio(rate["gym"], best_peer),
                 "gym_wall_s": round(median_of(runs["gym"], "wall"), 1),
                 "llamafactory_wall_s": round(median_of(runs["llamafactory"], "wall"), 1) if runs["llamafactory"] else None,
+                "gym_cpu_s": round(median_of(runs["gym"], "cpu"), 1),
+                "llamafactory_cpu_s": round(median_of(runs["llamafactory"], "cpu"), 1) if runs["llamafactory"] else None,
             })  # fmt: skip
     print(f"SFT LoRA r{RANK}, {args.steps} steps x batch {BATCH}, cutoff {CUTOFF}, median of {args.repeats}; "
           "target >= 1.2x LLaMA-Factory")  # fmt: skip
     print(f"{'model':5s} {'threads':>7s} {'Gym tok/s':>10s} {'LF tok/s':>9s} {'TRL tok/s':>10s} {'Gym/LF':>7s} "
-          f"{'Gym wall':>9s} {'LF wall':>8s}")  # fmt: skip
+          f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s}")  # fmt: skip
     for row in table:
         print(f"{row['model']:5s} {row['threads']:>7s} {row['gym_tok_per_s']:>10,} "
               f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
-              f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s")  # fmt: skip
+              f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s "
+              f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s")  # fmt: skip
     print("RESULT " + json.dumps(table))
     return table
 

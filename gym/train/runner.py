@@ -9,6 +9,7 @@ step; rerunning a finished run is a no-op.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -193,7 +194,13 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         )
         if tuner is not None:
             trainer.add_callback(tuner)
-        output = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+        # Libraries, model and data live for the whole run: the garbage collector (Trainer.train starts with
+        # a full collection, and old-generation passes recur while training) need not scan them again.
+        gc.freeze()
+        try:
+            output = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+        finally:
+            gc.unfreeze()  # a caller training again in this process gets its garbage collected as usual
         # Trainer.train's own clock, the window every Trainer-based tool reports (benchmarks compare on it)
         runtime = (getattr(output, "metrics", None) or {}).get("train_runtime")
         if runtime is not None:

@@ -5,14 +5,19 @@ dataset preparation is skipped. The loss is plain token-level cross-entropy over
 TRL additionally computes entropy and top-1 accuracy over the whole vocabulary at every step (a
 fused-head pass and several host syncs), which for small and mid-sized models costs a large share
 of the step: Gym computes those diagnostics only on logging steps.
+
+On CPU a padded batch is trained as a few length-sorted groups (gym/train/length_groups.py): the same
+rows, the same token-normalised gradient, less padding computed.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from gym.train.arguments import common_arguments
 from gym.train.collate import PackedCollator, PadCollator
+from gym.train.length_groups import split_batch
 from gym.train.registry import TrainContext, register_trainer
 from gym.train.vision_collate import VisionCollator, has_images
 
@@ -34,6 +39,32 @@ def _trainer_class() -> type:
                 self.gym_tokens += int(mask.sum()) if mask is not None else int(inputs["input_ids"].numel())
             # transformers' own loss path: cross-entropy normalised by the tokens of the whole accumulated batch
             return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            groups = split_batch(inputs) if self._gym_may_group(num_items_in_batch) else [inputs]
+            total = None
+            for i, group in enumerate(groups):
+                last = i == len(groups) - 1
+                # gradients of the groups add up locally; DDP synchronises once, after the last group
+                sync = (
+                    nullcontext()
+                    if last or self.accelerator.num_processes == 1
+                    else self.accelerator.no_sync(model)
+                )
+                with sync:
+                    loss = super().training_step(model, group, num_items_in_batch)
+                total = loss if total is None else total + loss
+            return total
+
+        def _gym_may_group(self, num_items_in_batch) -> bool:
+            """Grouping keeps the gradient only when the loss is a sum over tokens / the whole batch's tokens."""
+            return (
+                self.args.device.type == "cpu"
+                and num_items_in_batch is not None
+                and self.model_accepts_loss_kwargs
+                and self.compute_loss_func is None
+                and self.args.n_gpu <= 1
+            )
 
     return GymSFTTrainer
 

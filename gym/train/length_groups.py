@@ -1,0 +1,77 @@
+"""Length-grouped micro-batches: the rows of one padded batch, run as a few groups of similar length.
+
+A padded batch costs ``rows x longest row`` tokens of work, whatever the rows' own lengths; on the
+alpaca rows of the training benchmark a fifth of that is padding. Splitting the batch, sorted by
+length, into groups that are each padded only to their own longest row removes most of it, while every
+group adds one forward/backward of fixed cost. ``plan_groups`` picks the split that minimises
+``padded tokens + GROUP_COST_TOKENS x groups`` (an exact dynamic programme over the sorted lengths).
+
+The step trains the same rows with the same gradient: every group's loss is summed over its trained
+tokens and divided by the trained tokens of the whole batch (Trainer's ``num_items_in_batch``), and
+the gradients of the groups add up before the optimiser steps.
+
+Measured on CPU, one thread, batch 8 at cutoff 128, process CPU time per trained token
+(bench/train_throughput.py's data): on the random 26M Llama two or four length-sorted groups train
+1.15-1.17x faster than one padded batch and eight single rows only 1.04x; on the 0.66M built-in tiny
+model two groups are level with one padded batch, four are 0.89x and eight 0.68x. A group therefore
+costs about as much as 64 tokens of work, which keeps tiny models on one or two groups and splits
+only where padding really costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP_COST_TOKENS = 64
+
+
+def plan_groups(lengths: list[int], group_cost: int = GROUP_COST_TOKENS) -> list[list[int]]:
+    """Row indices per group (shortest rows first), minimising padded tokens plus ``group_cost`` per group."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ordered = [lengths[i] for i in order]
+    n = len(ordered)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):  # group = sorted rows i..j-1, padded to the longest, ordered[j - 1]
+            cost = best[i] + (j - i) * ordered[j - 1] + group_cost
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups = []
+    j = n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def split_batch(inputs: dict[str, Any], group_cost: int = GROUP_COST_TOKENS) -> list[dict[str, Any]]:
+    """A right-padded batch (``attention_mask`` present) as length-grouped batches with less padding.
+
+    Returns ``[inputs]`` unchanged when splitting would not pay (or the batch is not a padded one).
+    """
+    mask = inputs.get("attention_mask")
+    if mask is None or mask.dim() != 2 or mask.shape[0] < 2:
+        return [inputs]
+    lengths = mask.sum(dim=1).tolist()
+    groups = plan_groups([int(n) for n in lengths], group_cost)
+    if len(groups) == 1:
+        return [inputs]
+    import torch
+
+    split = []
+    for rows in groups:
+        index = torch.tensor(rows, dtype=torch.long, device=mask.device)
+        longest = int(max(lengths[i] for i in rows))
+        split.append(
+            {
+                key: (value.index_select(0, index)[:, :longest] if _is_row_tensor(value, mask) else value)
+                for key, value in inputs.items()
+            }
+        )
+    return split
+
+
+def _is_row_tensor(value: Any, mask: Any) -> bool:
+    """A (rows, positions) tensor aligned with the attention mask: input_ids, labels, position_ids."""
+    return hasattr(value, "shape") and tuple(value.shape[:2]) == tuple(mask.shape)
