@@ -51,6 +51,7 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
 FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/model_commands.py": ("train",),
     "gym/cli/serve_commands.py": ("train", "serve"),
+    "gym/model/quantize_export.py": ("train", "quantize"),  # `gym export --quantize`
     "gym/api/ui.py": ("train", "serve", "space"),  # the Gradio chat page of `gym serve --ui`
 }
 # GPU serving engines the user installs for `--backend vllm|sglang`; the backend checks for them and

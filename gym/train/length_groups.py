@@ -53,6 +53,8 @@ def split_batch(inputs: dict[str, Any], group_cost: int = GROUP_COST_TOKENS) -> 
     mask = inputs.get("attention_mask")
     if mask is None or mask.dim() != 2 or mask.shape[0] < 2:
         return [inputs]
+    if any(hasattr(value, "shape") and not _is_row_tensor(value, mask) for value in inputs.values()):
+        return [inputs]  # e.g. pixel_values of image rows: not split by row, so the batch stays whole
     lengths = mask.sum(dim=1).tolist()
     groups = plan_groups([int(n) for n in lengths], group_cost)
     if len(groups) == 1:
