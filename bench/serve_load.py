@@ -206,7 +206,7 @@ def print_table(all_rows: dict[tuple[str, str], list[dict[str, Any]]], streams: 
         for level in streams:
             gym, tf, lf = (table.get((tool, level)) for tool in TOOLS)
 
-            def ratio(peer: dict[str, Any] | None) -> str:
+            def ratio(peer: dict[str, Any] | None, gym: dict[str, Any] | None = gym) -> str:
                 if not gym or not peer or not peer["tok_s"]:
                     return "n/a"
                 text = f"{gym['tok_s'] / peer['tok_s']:.2f}x"
@@ -265,7 +265,7 @@ def main() -> None:
                         rows += run_server(tool, model_dir, setting, prompts, args, logs)
     if args.json:
         args.json.write_text(json.dumps({f"{m}/{w}": r for (m, w), r in all_rows.items()}, indent=1))
-    load = open("/proc/loadavg").read().split()[:3]
+    load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"\nserving, {args.requests} requests per level, max_tokens {args.max_tokens}, temperature 0, "
           f"{args.rounds} round(s), load average at the end {' '.join(load)}")  # fmt: skip
     print_table(all_rows, args.streams)
