@@ -4,12 +4,15 @@ Requests go into a queue; the worker admits waiting ones between decode steps (p
 one left-padded batch and splicing their KV cache into the running one), then runs a single forward
 pass for every active sequence per step. Finished sequences leave the batch at once, so a short
 request never waits for a long one and N concurrent streams cost roughly one forward per token
-instead of N. Tokens are handed to each request's asyncio queue as they are produced.
+instead of N. Tokens are handed to the requests' asyncio queues after each step, in one event-loop wake-up.
+Prompts that start like a recent one (a shared system prompt, earlier turns of a chat) reuse its
+KV cache (:mod:`gym.api.prefixcache`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator
@@ -17,14 +20,17 @@ from typing import Any
 
 from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
 from gym.api.loading import ModelSource, load_model_and_tokenizer
+from gym.api.prefixcache import PrefixCache
 from gym.api.sequence import Sequence
 
 
-def _limit_cpu_threads(model: Any) -> None:
-    """On CPU use half the cores for torch (``GYM_TORCH_THREADS`` overrides).
+def _cpu_threads(model: Any) -> None:
+    """On CPU give torch every core unless told otherwise (``GYM_TORCH_THREADS``, else ``OMP_NUM_THREADS``).
 
-    Measured on 2 cores: with torch's default of every core, its spinning OpenMP workers fight the
-    event loop and tokenizer for the CPU and one 64-token reply takes ~3 s instead of ~0.2 s.
+    The server's own Python work (HTTP, tokenizer, streaming) is a small share of a step's time, and
+    the tokens are handed to the event loop once per step, so the matrix multiplications should have
+    the machine. Measured with bench/serve_load.py on 2 cores: all cores beat half of them on both
+    model sizes (see the README's serving table).
     """
     import os
 
@@ -33,8 +39,16 @@ def _limit_cpu_threads(model: Any) -> None:
     if next(model.parameters()).device.type != "cpu":
         return
     wanted = os.environ.get("GYM_TORCH_THREADS")
-    threads = int(wanted) if wanted else max(1, (os.cpu_count() or 2) // 2)
-    torch.set_num_threads(threads)
+    if wanted:
+        torch.set_num_threads(int(wanted))
+    elif not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                  else os.cpu_count() or 1))  # fmt: skip
+
+
+def _deliver(items: list[tuple[Any, Chunk]]) -> None:
+    for out, chunk in items:
+        out.put_nowait(chunk)
 
 
 class TransformersBackend(TokenizerPrompts):
@@ -55,7 +69,9 @@ class TransformersBackend(TokenizerPrompts):
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = eos_ids
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids or {0})
-        _limit_cpu_threads(model)
+        _cpu_threads(model)
+        self.prefix_cache = PrefixCache()
+        self._outbox: list[tuple[Any, Any, Chunk]] = []  # (loop, queue, chunk), filled by the worker
         self._stats = Stats()
         self._inbox: queue.Queue[Sequence | None] = queue.Queue()
         self._stop = threading.Event()
@@ -79,7 +95,7 @@ class TransformersBackend(TokenizerPrompts):
                 prompt_ids=list(prompt_ids),
                 params=params,
                 seed=None if params.seed is None else params.seed + i,
-                emit=lambda chunk: loop.call_soon_threadsafe(out.put_nowait, chunk),
+                emit=lambda chunk: self._outbox.append((loop, out, chunk)),
                 tokenizer=self.tokenizer,
                 eos_ids=self.eos_ids,
             )
@@ -101,6 +117,7 @@ class TransformersBackend(TokenizerPrompts):
 
     def stats(self) -> dict[str, Any]:
         self._stats.queued = self._inbox.qsize()
+        self._stats.extra.update(self.prefix_cache.stats())
         return self._stats.as_dict()
 
     def close(self) -> None:
@@ -114,13 +131,14 @@ class TransformersBackend(TokenizerPrompts):
 
         from gym.api.kvbatch import RunningBatch
 
-        batch = RunningBatch(self.model, self.pad_id)
+        batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
         with torch.inference_mode():
             while not self._stop.is_set():
                 waiting = self._take(block=not batch.seqs)
                 try:
                     if waiting:
                         batch.admit(waiting)
+                        self._flush()  # first tokens go out before the next decode step
                     if batch.seqs:
                         self._stats.max_batch_size = max(self._stats.max_batch_size, len(batch.seqs))
                         batch.step()
@@ -130,8 +148,21 @@ class TransformersBackend(TokenizerPrompts):
                 except Exception as error:  # noqa: BLE001 - one bad step must not kill the server
                     for seq in batch.seqs + [s for s in waiting if s not in batch.seqs]:
                         seq.fail(f"generation failed: {type(error).__name__}")
-                    batch = RunningBatch(self.model, self.pad_id)
+                    batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
                 self._stats.active = len(batch.seqs)
+                self._flush()
+
+    def _flush(self) -> None:
+        """Hand this step's chunks to the event loop in one wake-up instead of one per token."""
+        if not self._outbox:
+            return
+        items, self._outbox = self._outbox, []
+        by_loop: dict[Any, list[tuple[Any, Chunk]]] = {}
+        for loop, out, chunk in items:
+            by_loop.setdefault(loop, []).append((out, chunk))
+        for loop, batch in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that request's event loop is gone: nobody listens
+                loop.call_soon_threadsafe(_deliver, batch)
 
     def _take(self, block: bool) -> list[Sequence]:
         """Waiting sequences to admit now: block for the first one only when the batch is idle."""
