@@ -113,3 +113,37 @@ def test_lora_folder_is_served_and_merged(tiny_dir: Path, tmp_path: Path) -> Non
     with torch.no_grad():
         assert torch.allclose(AutoModelForCausalLM.from_pretrained(merged)(ids).logits, expected, atol=1e-5)
     assert AutoTokenizer.from_pretrained(merged).chat_template == tokenizer.chat_template
+
+
+@pytest.mark.slow
+def test_shared_prompt_prefix_is_reused_with_identical_output(tiny_dir: Path, monkeypatch) -> None:
+    """Prompts that start alike prefill only their own tokens, and answer exactly as without the cache."""
+    preamble = "You are a careful assistant for a small software company. Answer briefly. " * 4
+    questions = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Reverse: a b c"]
+
+    def answers(cache_mb: str) -> tuple[list[str], dict]:
+        monkeypatch.setenv("GYM_PREFIX_CACHE_MB", cache_mb)
+        backend = create_backend("transformers", resolve_source(str(tiny_dir), "tiny"))
+
+        async def one(question: str, seed: int | None) -> str:
+            params = SamplingParams(max_tokens=12, temperature=0.8 if seed is not None else 0.0, seed=seed)
+            ids = backend.encode_text(preamble + question)
+            return "".join([c.text async for c in backend.generate(ids, params)])
+
+        async def scenario() -> list[str]:
+            first = [await one(questions[0], None)]  # fills the cache
+            together = await asyncio.gather(*(one(q, None) for q in questions))
+            sampled = await asyncio.gather(*(one(q, 7) for q in questions))
+            return first + list(together) + list(sampled)
+
+        try:
+            return asyncio.run(scenario()), backend.stats()
+        finally:
+            backend.close()
+
+    cached, stats = answers("256")
+    uncached, plain_stats = answers("0")
+    assert cached == uncached
+    assert cached[0] == cached[1]
+    assert stats["prefix_cache_hits"] >= len(questions) and stats["prefix_cache_reused_tokens"] > 0
+    assert plain_stats["prefix_cache_hits"] == 0
