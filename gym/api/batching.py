@@ -19,31 +19,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.api.cputhreads import ThreadPolicy
 from gym.api.loading import ModelSource, load_model_and_tokenizer
 from gym.api.prefixcache import PrefixCache
 from gym.api.sequence import Sequence
-
-
-def _cpu_threads(model: Any) -> None:
-    """On CPU give torch every core unless told otherwise (``GYM_TORCH_THREADS``, else ``OMP_NUM_THREADS``).
-
-    The server's own Python work (HTTP, tokenizer, streaming) is a small share of a step's time, and
-    the tokens are handed to the event loop once per step, so the matrix multiplications should have
-    the machine. Measured with bench/serve_load.py on 2 cores: all cores beat half of them on both
-    model sizes (see the README's serving table).
-    """
-    import os
-
-    import torch
-
-    if next(model.parameters()).device.type != "cpu":
-        return
-    wanted = os.environ.get("GYM_TORCH_THREADS")
-    if wanted:
-        torch.set_num_threads(int(wanted))
-    elif not os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                  else os.cpu_count() or 1))  # fmt: skip
 
 
 def _deliver(items: list[tuple[Any, Chunk]]) -> None:
@@ -69,7 +48,8 @@ class TransformersBackend(TokenizerPrompts):
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = eos_ids
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids or {0})
-        _cpu_threads(model)
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        self._threads = ThreadPolicy() if on_cpu else None
         self.prefix_cache = PrefixCache()
         self._outbox: list[tuple[Any, Any, Chunk]] = []  # (loop, queue, chunk), filled by the worker
         self._stats = Stats()
@@ -132,9 +112,13 @@ class TransformersBackend(TokenizerPrompts):
         from gym.api.kvbatch import RunningBatch
 
         batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
+        if self._threads:
+            self._threads.apply(force=True)
         with torch.inference_mode():
             while not self._stop.is_set():
                 waiting = self._take(block=not batch.seqs)
+                if self._threads and (waiting or batch.seqs):
+                    self._stats.extra["torch_threads"] = self._threads.apply()
                 try:
                     if waiting:
                         batch.admit(waiting)

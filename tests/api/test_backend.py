@@ -147,3 +147,24 @@ def test_shared_prompt_prefix_is_reused_with_identical_output(tiny_dir: Path, mo
     assert cached[0] == cached[1]
     assert stats["prefix_cache_hits"] >= len(questions) and stats["prefix_cache_reused_tokens"] > 0
     assert plain_stats["prefix_cache_hits"] == 0
+
+
+def test_torch_threads_follow_the_free_cores_unless_pinned(monkeypatch) -> None:
+    import torch
+
+    from gym.api.cputhreads import ThreadPolicy
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("GYM_TORCH_THREADS", "1")
+        assert ThreadPolicy().apply(force=True) == 1 and torch.get_num_threads() == 1
+        monkeypatch.delenv("GYM_TORCH_THREADS")
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        policy = ThreadPolicy(interval=0.0)
+        assert policy.pinned is None
+        chosen = policy.apply(force=True)
+        assert 1 <= chosen <= policy.cores and torch.get_num_threads() == chosen
+        free = policy.free_cores()
+        assert free is None or 0.0 <= free <= policy.cores
+    finally:
+        torch.set_num_threads(before)
