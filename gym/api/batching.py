@@ -18,6 +18,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gym.api.attention import use_gqa_sdpa
 from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
 from gym.api.cputhreads import ThreadPolicy
 from gym.api.loading import ModelSource, load_model_and_tokenizer
@@ -50,6 +51,8 @@ class TransformersBackend(TokenizerPrompts):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids or {0})
         on_cpu = next(model.parameters()).device.type == "cpu"
         self._threads = ThreadPolicy() if on_cpu else None
+        if on_cpu:
+            use_gqa_sdpa(model)
         self.prefix_cache = PrefixCache()
         self._outbox: list[tuple[Any, Any, Chunk]] = []  # (loop, queue, chunk), filled by the worker
         self._stats = Stats()
