@@ -84,12 +84,13 @@ class RunningBatch:
 
     def admit(self, new: list[Sequence]) -> None:
         """Prefill ``new`` (grouped by reusable prefix), sample their first tokens, splice them in."""
-        groups: dict[tuple[int, int], tuple[Any, int, list[Sequence]]] = {}
+        groups: dict[tuple[int, ...], tuple[Any, int, list[Sequence]]] = {}
         for seq in new:
             entry, shared = (
                 self.prefix_cache.lookup(seq.prompt_ids) if self.prefix_cache.entries else (None, 0)
             )
-            groups.setdefault((id(entry), shared), (entry, shared, []))[2].append(seq)
+            key = tuple(seq.prompt_ids[:shared])  # same reused tokens: one prefill group
+            groups.setdefault(key, (entry, shared, []))[2].append(seq)
         for entry, shared, seqs in groups.values():
             cache, mask, logits = self._prefill(seqs, entry, shared)
             tokens = self._sample(seqs, logits)

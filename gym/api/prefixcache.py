@@ -41,10 +41,10 @@ def common_prefix(a: tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
 
 
 class PrefixCache:
-    def __init__(self, budget_bytes: int | None = None, min_tokens: int = 16) -> None:
+    def __init__(self, budget_bytes: int | None = None, min_tokens: int = 16, block: int = 32) -> None:
         if budget_bytes is None:
             budget_bytes = int(float(os.environ.get("GYM_PREFIX_CACHE_MB", "256")) * 2**20)
-        self.budget, self.min_tokens = budget_bytes, min_tokens
+        self.budget, self.min_tokens, self.block = budget_bytes, min_tokens, block
         self.entries: OrderedDict[tuple[int, ...], PrefixEntry] = OrderedDict()
         self.used = 0
         self.hits = self.reused_tokens = 0
@@ -57,6 +57,9 @@ class PrefixCache:
         """The entry sharing the longest start with ``prompt`` and how many tokens to reuse.
 
         At least one prompt token is always left to prefill: its logits give the first sampled token.
+        The length is rounded down to a multiple of ``block`` so that prompts sharing a system prompt
+        but not the first characters of their question reuse the same length, and are prefilled
+        together as one group instead of one forward pass each.
         """
         best, best_len = None, 0
         for entry in self.entries.values():
@@ -65,7 +68,8 @@ class PrefixCache:
             shared = min(common_prefix(entry.tokens, prompt), len(prompt) - 1)
             if shared > best_len:
                 best, best_len = entry, shared
-        if best is None or best_len < self.min_tokens:
+        best_len = best_len // self.block * self.block
+        if best is None or best_len < max(self.min_tokens, 1):
             return None, 0
         self.entries.move_to_end(best.tokens)
         self.hits += 1
