@@ -4,37 +4,31 @@ Requests go into a queue; the worker admits waiting ones between decode steps (p
 one left-padded batch and splicing their KV cache into the running one), then runs a single forward
 pass for every active sequence per step. Finished sequences leave the batch at once, so a short
 request never waits for a long one and N concurrent streams cost roughly one forward per token
-instead of N. Tokens are handed to each request's asyncio queue as they are produced.
+instead of N. Tokens are handed to the requests' asyncio queues after each step, in one event-loop wake-up.
+Prompts that start like a recent one (a shared system prompt, earlier turns of a chat) reuse its
+KV cache (:mod:`gym.api.prefixcache`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gym.api.attention import use_gqa_sdpa
 from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.api.cputhreads import ThreadPolicy
 from gym.api.loading import ModelSource, load_model_and_tokenizer
+from gym.api.prefixcache import PrefixCache
 from gym.api.sequence import Sequence
 
 
-def _limit_cpu_threads(model: Any) -> None:
-    """On CPU use half the cores for torch (``GYM_TORCH_THREADS`` overrides).
-
-    Measured on 2 cores: with torch's default of every core, its spinning OpenMP workers fight the
-    event loop and tokenizer for the CPU and one 64-token reply takes ~3 s instead of ~0.2 s.
-    """
-    import os
-
-    import torch
-
-    if next(model.parameters()).device.type != "cpu":
-        return
-    wanted = os.environ.get("GYM_TORCH_THREADS")
-    threads = int(wanted) if wanted else max(1, (os.cpu_count() or 2) // 2)
-    torch.set_num_threads(threads)
+def _deliver(items: list[tuple[Any, Chunk]]) -> None:
+    for out, chunk in items:
+        out.put_nowait(chunk)
 
 
 class TransformersBackend(TokenizerPrompts):
@@ -56,7 +50,12 @@ class TransformersBackend(TokenizerPrompts):
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = eos_ids
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids or {0})
-        _limit_cpu_threads(model)
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        self._threads = ThreadPolicy() if on_cpu else None
+        if on_cpu:
+            use_gqa_sdpa(model)
+        self.prefix_cache = PrefixCache()
+        self._outbox: list[tuple[Any, Any, Chunk]] = []  # (loop, queue, chunk), filled by the worker
         self._stats = Stats()
         self._inbox: queue.Queue[Sequence | None] = queue.Queue()
         self._stop = threading.Event()
@@ -80,7 +79,7 @@ class TransformersBackend(TokenizerPrompts):
                 prompt_ids=list(prompt_ids),
                 params=params,
                 seed=None if params.seed is None else params.seed + i,
-                emit=lambda chunk: loop.call_soon_threadsafe(out.put_nowait, chunk),
+                emit=lambda chunk: self._outbox.append((loop, out, chunk)),
                 tokenizer=self.tokenizer,
                 eos_ids=self.eos_ids,
             )
@@ -102,6 +101,7 @@ class TransformersBackend(TokenizerPrompts):
 
     def stats(self) -> dict[str, Any]:
         self._stats.queued = self._inbox.qsize()
+        self._stats.extra.update(self.prefix_cache.stats())
         return self._stats.as_dict()
 
     def close(self) -> None:
@@ -115,13 +115,18 @@ class TransformersBackend(TokenizerPrompts):
 
         from gym.api.kvbatch import RunningBatch
 
-        batch = RunningBatch(self.model, self.pad_id)
+        batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
+        if self._threads:
+            self._threads.apply(force=True)
         with torch.inference_mode():
             while not self._stop.is_set():
                 waiting = self._take(block=not batch.seqs)
+                if self._threads and (waiting or batch.seqs):
+                    self._stats.extra["torch_threads"] = self._threads.apply()
                 try:
                     if waiting:
                         self._admit(batch, waiting)
+                        self._flush()  # first tokens go out before the next decode step
                     if batch.seqs:
                         self._stats.max_batch_size = max(self._stats.max_batch_size, len(batch.seqs))
                         batch.step()
@@ -131,8 +136,21 @@ class TransformersBackend(TokenizerPrompts):
                 except Exception as error:  # noqa: BLE001 - a failed decode step must not kill the server
                     for seq in batch.seqs + [s for s in waiting if s not in batch.seqs]:
                         seq.fail(f"generation failed: {type(error).__name__}")
-                    batch = RunningBatch(self.model, self.pad_id)
+                    batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
                 self._stats.active = len(batch.seqs)
+                self._flush()
+
+    def _flush(self) -> None:
+        """Hand this step's chunks to the event loop in one wake-up instead of one per token."""
+        if not self._outbox:
+            return
+        items, self._outbox = self._outbox, []
+        by_loop: dict[Any, list[tuple[Any, Chunk]]] = {}
+        for loop, out, chunk in items:
+            by_loop.setdefault(loop, []).append((out, chunk))
+        for loop, batch in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that request's event loop is gone: nobody listens
+                loop.call_soon_threadsafe(_deliver, batch)
 
     def _admit(self, batch: Any, waiting: list[Sequence]) -> None:
         """Prefill ``waiting`` together; when that fails, each alone, so only the culprit fails."""

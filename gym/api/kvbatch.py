@@ -1,60 +1,171 @@
 """The running batch of the transformers engine: left-padded KV cache that sequences join and leave.
 
 Every active sequence has one sampled token not yet in the cache (``pending``). A step feeds all of
-them in one forward pass. New sequences are prefilled together, then their cache rows are spliced
-in by left-padding both caches to a common length (padding is masked out, and positions come from
-the mask, so each row computes exactly what it would alone). Rows of finished sequences are dropped
-and all-padding columns on the left trimmed, so the cache never grows beyond the live sequences.
+them in one forward pass. New sequences are prefilled together (those reusing the same cached prompt
+prefix as one group: only their own tokens go through the model, see :mod:`gym.api.prefixcache`),
+then their cache rows are spliced in by left-padding both caches to a common length (padding is
+masked out, and positions come from the mask, so each row computes exactly what it would alone).
+Rows of finished sequences are dropped and all-padding columns on the left trimmed, so the cache
+never grows beyond the live sequences.
+
+Full-attention layers keep their KV in :class:`GrowingLayer` buffers with spare columns, so a
+decode step writes one column in place instead of concatenating (copying) the whole cache; the
+attention mask is kept the same way. Prefill asks the model for the last position's logits only.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from gym.api.prefixcache import PrefixCache
 from gym.api.sequence import Sequence
+
+_ROOM = 64  # spare columns reserved whenever a buffer is (re)built: one rebuild per 64 decode steps
+
+
+def _growing_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        """A full-attention layer's KV in a buffer with spare room along the sequence axis."""
+
+        def set(self, keys: Any, values: Any) -> None:
+            import torch
+
+            batch, heads, length, dim = keys.shape
+            shape = (batch, heads, length + _ROOM, dim)
+            self._k = torch.empty(shape, dtype=keys.dtype, device=keys.device)
+            self._v = torch.empty(shape, dtype=values.dtype, device=values.device)
+            self._k[:, :, :length] = keys
+            self._v[:, :, :length] = values
+            self.length = length
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            self.keys, self.values = self._k[:, :, :length], self._v[:, :, :length]
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            new = key_states.shape[-2]
+            if self.length + new > self._k.shape[-2]:
+                self.set(self.keys, self.values)
+            self._k[:, :, self.length : self.length + new] = key_states
+            self._v[:, :, self.length : self.length + new] = value_states
+            self.length += new
+            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
+            return self.keys, self.values
+
+    return GrowingLayer
 
 
 class RunningBatch:
-    def __init__(self, model: Any, pad_id: int) -> None:
+    def __init__(self, model: Any, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
+        from transformers.cache_utils import DynamicLayer
+
         self.model, self.pad_id = model, pad_id
         self.device = next(model.parameters()).device
+        self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache(budget_bytes=0)
         self.seqs: list[Sequence] = []
         self.pending: list[int] = []
         self.cache: Any = None
-        self.mask: Any = None  # (batch, cache_length) long
+        self._mask: Any = None  # (batch, width + room) long; columns past ``width`` are spare
+        self.width = 0
+        self._dynamic = DynamicLayer
+        self._growing = _growing_layer_class()
+        self._plain_model: bool | None = None
+        self._last_only = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    @property
+    def mask(self) -> Any:
+        return None if self._mask is None else self._mask[:, : self.width]
+
+    def _set_mask(self, mask: Any) -> None:
+        import torch.nn.functional as F
+
+        self._mask, self.width = F.pad(mask, (0, _ROOM)), mask.shape[-1]
 
     def admit(self, new: list[Sequence]) -> None:
-        """Prefill ``new`` as one left-padded batch, sample their first tokens, splice them in."""
+        """Prefill ``new`` (grouped by reusable prefix), sample their first tokens, splice them in."""
+        groups: dict[tuple[int, ...], tuple[Any, int, list[Sequence]]] = {}
+        for seq in new:
+            entry, shared = (
+                self.prefix_cache.lookup(seq.prompt_ids) if self.prefix_cache.entries else (None, 0)
+            )
+            key = tuple(seq.prompt_ids[:shared])  # same reused tokens: one prefill group
+            groups.setdefault(key, (entry, shared, []))[2].append(seq)
+        for entry, shared, seqs in groups.values():
+            cache, mask, logits = self._prefill(seqs, entry, shared)
+            tokens = self._sample(seqs, logits)
+            self._remember(seqs, cache, mask)
+            if self.cache is None:
+                self.cache = cache
+                self._adopt(cache)
+                self._set_mask(mask)
+            else:
+                self._splice(cache, mask)
+            self.seqs += seqs
+            self.pending += tokens
+        self.retire()
+
+    def _prefill(self, seqs: list[Sequence], entry: Any, shared: int) -> tuple[Any, Any, Any]:
         import torch
 
-        width = max(len(s.prompt_ids) for s in new)
-        ids = torch.full((len(new), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(new), width), dtype=torch.long)
-        for row, seq in enumerate(new):
-            ids[row, width - len(seq.prompt_ids) :] = torch.tensor(seq.prompt_ids)
-            mask[row, width - len(seq.prompt_ids) :] = 1
+        suffixes = [seq.prompt_ids[shared:] for seq in seqs]
+        width = max(len(s) for s in suffixes)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), shared + width), dtype=torch.long)
+        mask[:, :shared] = 1
+        for row, suffix in enumerate(suffixes):
+            ids[row, width - len(suffix) :] = torch.tensor(suffix)
+            mask[row, shared + width - len(suffix) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        tokens = self._sample(new, out.logits[:, -1, :])
-        if self.cache is None:
-            self.cache, self.mask = out.past_key_values, mask
-        else:
-            self._splice(out.past_key_values, mask)
-        self.seqs += new
-        self.pending += tokens
-        self.retire()
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._last_only else {}
+        if entry is not None:
+            from transformers import DynamicCache
+
+            rows = len(seqs)
+            kwargs["past_key_values"] = DynamicCache(
+                ddp_cache_data=[
+                    (k[:, :, :shared].expand(rows, -1, -1, -1), v[:, :, :shared].expand(rows, -1, -1, -1))
+                    for k, v in zip(entry.keys, entry.values, strict=True)
+                ]
+            )
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs)
+        if self._plain_model is None:  # prefix reuse only for models made of full-attention layers
+            self._plain_model = all(type(layer) is self._dynamic for layer in out.past_key_values.layers)
+        return out.past_key_values, mask, out.logits[:, -1, :]
+
+    def _remember(self, seqs: list[Sequence], cache: Any, mask: Any) -> None:
+        """Keep each new prompt's KV (its unpadded columns) for later prompts that start the same way."""
+        if not (self.prefix_cache.enabled and self._plain_model):
+            return
+        for row, seq in enumerate(seqs):
+            columns = mask[row].nonzero().squeeze(-1)
+            keys = [layer.keys[row : row + 1, :, columns].clone() for layer in cache.layers]
+            values = [layer.values[row : row + 1, :, columns].clone() for layer in cache.layers]
+            self.prefix_cache.store(seq.prompt_ids, keys, values)
+
+    def _adopt(self, cache: Any) -> None:
+        """Move plain full-attention layers into growing buffers (others keep their own update)."""
+        for index, layer in enumerate(cache.layers):
+            if type(layer) is self._dynamic:
+                growing = self._growing()
+                growing.set(layer.keys, layer.values)
+                cache.layers[index] = growing
 
     def step(self) -> None:
         """One decode step for every active sequence."""
         import torch
 
         ids = torch.tensor(self.pending, dtype=torch.long, device=self.device).unsqueeze(-1)
-        self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.seqs), 1))], dim=-1)
-        positions = self.mask.sum(-1, keepdim=True) - 1
+        if self.width == self._mask.shape[-1]:
+            self._set_mask(self.mask)
+        self._mask[:, self.width] = 1
+        self.width += 1
+        mask = self.mask
+        positions = mask.sum(-1, keepdim=True) - 1
         out = self.model(
             input_ids=ids,
-            attention_mask=self.mask,
+            attention_mask=mask,
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
@@ -70,23 +181,27 @@ class RunningBatch:
         if len(keep) == len(self.seqs):
             return
         if not keep:
-            self.seqs, self.pending, self.cache, self.mask = [], [], None, None
+            self.seqs, self.pending, self.cache, self._mask, self.width = [], [], None, None, 0
             return
         index = torch.tensor(keep, device=self.device)
         self.seqs = [self.seqs[i] for i in keep]
         self.pending = [self.pending[i] for i in keep]
-        self.mask = self.mask[index]
-        first = int(self.mask.any(dim=0).long().argmax())
-        self.mask = self.mask[:, first:]
+        mask = self.mask[index]
+        first = int(mask.any(dim=0).long().argmax())
+        self._set_mask(mask[:, first:])
         for layer in self.cache.layers:
-            layer.keys = layer.keys[index, :, first:, :]
-            layer.values = layer.values[index, :, first:, :]
+            keys, values = layer.keys[index, :, first:, :], layer.values[index, :, first:, :]
+            if isinstance(layer, self._growing):
+                layer.set(keys, values)
+            else:
+                layer.keys, layer.values = keys, values
 
     def _splice(self, cache: Any, mask: Any) -> None:
         import torch
         import torch.nn.functional as F
 
-        width = max(self.mask.shape[-1], mask.shape[-1])
+        old_mask = self.mask
+        width = max(old_mask.shape[-1], mask.shape[-1])
 
         def left(t: Any, dim_from_end: int) -> Any:
             missing = width - t.shape[-dim_from_end]
@@ -95,10 +210,14 @@ class RunningBatch:
             pad = [0, 0] * (dim_from_end - 1) + [missing, 0]
             return F.pad(t, pad)
 
-        self.mask = torch.cat([left(self.mask, 1), left(mask, 1)], dim=0)
+        self._set_mask(torch.cat([left(old_mask, 1), left(mask, 1)], dim=0))
         for old, new in zip(self.cache.layers, cache.layers, strict=True):
-            old.keys = torch.cat([left(old.keys, 2), left(new.keys, 2)], dim=0)
-            old.values = torch.cat([left(old.values, 2), left(new.values, 2)], dim=0)
+            keys = torch.cat([left(old.keys, 2), left(new.keys, 2)], dim=0)
+            values = torch.cat([left(old.values, 2), left(new.values, 2)], dim=0)
+            if isinstance(old, self._growing):
+                old.set(keys, values)
+            else:
+                old.keys, old.values = keys, values
 
     def _sample(self, seqs: list[Sequence], logits: Any) -> list[int]:
         """Next token of every row. A row that fails (sampling, decoding) fails alone and leaves the batch

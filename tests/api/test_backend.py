@@ -150,3 +150,57 @@ def test_a_failing_sequence_fails_alone(tiny_dir: Path) -> None:
         assert backend.stats()["max_batch_size"] > 1
     finally:
         backend.close()
+
+
+def test_shared_prompt_prefix_is_reused_with_identical_output(tiny_dir: Path, monkeypatch) -> None:
+    """Prompts that start alike prefill only their own tokens, and answer exactly as without the cache."""
+    preamble = "You are a careful assistant for a small software company. Answer briefly. " * 4
+    questions = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Reverse: a b c"]
+
+    def answers(cache_mb: str) -> tuple[list[str], dict]:
+        monkeypatch.setenv("GYM_PREFIX_CACHE_MB", cache_mb)
+        backend = create_backend("transformers", resolve_source(str(tiny_dir), "tiny"))
+
+        async def one(question: str, seed: int | None) -> str:
+            params = SamplingParams(max_tokens=12, temperature=0.8 if seed is not None else 0.0, seed=seed)
+            ids = backend.encode_text(preamble + question)
+            return "".join([c.text async for c in backend.generate(ids, params)])
+
+        async def scenario() -> list[str]:
+            first = [await one(questions[0], None)]  # fills the cache
+            together = await asyncio.gather(*(one(q, None) for q in questions))
+            sampled = await asyncio.gather(*(one(q, 7) for q in questions))
+            return first + list(together) + list(sampled)
+
+        try:
+            return asyncio.run(scenario()), backend.stats()
+        finally:
+            backend.close()
+
+    cached, stats = answers("256")
+    uncached, plain_stats = answers("0")
+    assert cached == uncached
+    assert cached[0] == cached[1]
+    assert stats["prefix_cache_hits"] >= len(questions) and stats["prefix_cache_reused_tokens"] > 0
+    assert plain_stats["prefix_cache_hits"] == 0
+
+
+def test_torch_threads_follow_the_free_cores_unless_pinned(monkeypatch) -> None:
+    import torch
+
+    from gym.api.cputhreads import ThreadPolicy
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("GYM_TORCH_THREADS", "1")
+        assert ThreadPolicy().apply(force=True) == 1 and torch.get_num_threads() == 1
+        monkeypatch.delenv("GYM_TORCH_THREADS")
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        policy = ThreadPolicy(interval=0.0)
+        assert policy.pinned is None
+        chosen = policy.apply(force=True)
+        assert 1 <= chosen <= policy.cores and torch.get_num_threads() == chosen
+        free = policy.free_cores()
+        assert free is None or 0.0 <= free <= policy.cores
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,98 @@
+"""Prefix caching for the transformers engine: KV of recent prompts, reused by prompts that start alike.
+
+Chat traffic repeats itself at the front: the same system prompt on every request, and every turn of a
+conversation resending the turns before it. Prefilling those tokens again is the largest avoidable
+cost of serving on CPU, so the KV of each admitted prompt is kept (unpadded, one row) under its token
+ids, and a new prompt that shares at least ``min_tokens`` leading tokens with a kept one prefills only
+the rest. Entries are evicted least-recently-used beyond a byte budget (``GYM_PREFIX_CACHE_MB``,
+default 256; 0 turns caching off).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(eq=False)
+class PrefixEntry:
+    tokens: tuple[int, ...]
+    keys: list[Any]  # per layer, (1, heads, len(tokens), head_dim)
+    values: list[Any]
+    nbytes: int
+
+
+def common_prefix(a: tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
+    """Length of the common start of ``a`` and ``b`` (compared in C-speed slices, then narrowed)."""
+    limit = min(len(a), len(b))
+    b = tuple(b[:limit])
+    if a[:limit] == b:
+        return limit
+    low, high = 0, limit  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+class PrefixCache:
+    def __init__(self, budget_bytes: int | None = None, min_tokens: int = 16, block: int = 32) -> None:
+        if budget_bytes is None:
+            budget_bytes = int(float(os.environ.get("GYM_PREFIX_CACHE_MB", "256")) * 2**20)
+        self.budget, self.min_tokens, self.block = budget_bytes, min_tokens, block
+        self.entries: OrderedDict[tuple[int, ...], PrefixEntry] = OrderedDict()
+        self.used = 0
+        self.hits = self.reused_tokens = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.budget > 0
+
+    def lookup(self, prompt: list[int]) -> tuple[PrefixEntry | None, int]:
+        """The entry sharing the longest start with ``prompt`` and how many tokens to reuse.
+
+        At least one prompt token is always left to prefill: its logits give the first sampled token.
+        The length is rounded down to a multiple of ``block`` so that prompts sharing a system prompt
+        but not the first characters of their question reuse the same length, and are prefilled
+        together as one group instead of one forward pass each.
+        """
+        best, best_len = None, 0
+        for entry in self.entries.values():
+            if entry.tokens[0] != prompt[0]:
+                continue
+            shared = min(common_prefix(entry.tokens, prompt), len(prompt) - 1)
+            if shared > best_len:
+                best, best_len = entry, shared
+        best_len = best_len // self.block * self.block
+        if best is None or best_len < max(self.min_tokens, 1):
+            return None, 0
+        self.entries.move_to_end(best.tokens)
+        self.hits += 1
+        self.reused_tokens += best_len
+        return best, best_len
+
+    def store(self, tokens: list[int], keys: list[Any], values: list[Any]) -> None:
+        """Keep one prompt's KV (per layer, ``(1, heads, len(tokens), head_dim)``, owned by the cache)."""
+        if not self.enabled or len(tokens) < self.min_tokens:
+            return
+        key = tuple(tokens)
+        if key in self.entries:
+            self.entries.move_to_end(key)
+            return
+        nbytes = sum(t.numel() * t.element_size() for t in (*keys, *values))
+        if nbytes > self.budget:
+            return
+        self.entries[key] = PrefixEntry(key, keys, values, nbytes)
+        self.used += nbytes
+        while self.used > self.budget:
+            _, old = self.entries.popitem(last=False)
+            self.used -= old.nbytes
+
+    def stats(self) -> dict[str, int]:
+        return {"prefix_cache_entries": len(self.entries), "prefix_cache_hits": self.hits,
+                "prefix_cache_reused_tokens": self.reused_tokens}  # fmt: skip
