@@ -44,13 +44,15 @@ def main() -> None:
     table: list[tuple[str, str, str]] = []
     for name in args.only.split(","):
         log(f"== {name} ==")
-        done = subprocess.run([sys.executable, str(REPO / "bench" / SCRIPTS[name]), "--repeats", str(args.repeats)],
+        repeat = ["--rounds" if name == "serve" else "--repeats", str(args.repeats)]
+        done = subprocess.run([sys.executable, str(REPO / "bench" / SCRIPTS[name]), *repeat],
                               capture_output=True, text=True)  # fmt: skip
         print(done.stdout.rsplit("RESULT ", 1)[0], flush=True)
         if done.returncode != 0:
             print(f"{name} failed:\n{done.stderr[-2000:]}")
             continue
-        table += ratios(name, json.loads(done.stdout.rsplit("RESULT ", 1)[1]))
+        if "RESULT " in done.stdout:  # serve_load prints its ratios in its own table above
+            table += ratios(name, json.loads(done.stdout.rsplit("RESULT ", 1)[1]))
     print("Gym / peer, same invocation, same model folders, data and threads:")
     for name, figure, value in table:
         print(f"  {name:10s} {figure:70s} {value:>8s}")
