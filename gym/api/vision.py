@@ -99,9 +99,10 @@ class VisionBackend(TokenizerPrompts):
             self.eos_ids.add(tokenizer.eos_token_id)
         self._lock = threading.Lock()
         self._stats = Stats()
-        from gym.api.batching import _limit_cpu_threads
+        if next(model.parameters()).device.type == "cpu":  # as the batching engine: the cores left free
+            from gym.api.cputhreads import ThreadPolicy
 
-        _limit_cpu_threads(model)  # as the batching engine: spinning OpenMP threads starve the event loop
+            ThreadPolicy().apply(force=True)
 
     @classmethod
     def from_source(cls, source: ModelSource, device: str | None = None, **_: Any) -> VisionBackend:

@@ -1,6 +1,7 @@
 """`python steered_server.py MODEL_DIR TEMPLATE_FILE PORT`: the production app and batching backend
 over a tiny model steered to answer :mod:`tests.api.tool_model`'s conversations with tool calls."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from gym.api.tools.parsers import get_tool_parser, parser_for_template
 from tests.api.tool_model import SteeredModel, scripts
 
 if __name__ == "__main__":
+    # The steering recognises a conversation from its whole prompt at prefill; with a reused prefix only
+    # the new tokens would be prefilled, so prefix reuse (tested in test_backend.py) is off here.
+    os.environ["GYM_PREFIX_CACHE_MB"] = "0"
     folder, template_file, port = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     model, tokenizer = load_model_and_tokenizer(ModelSource("tools", folder), device="cpu")
     tokenizer.chat_template = template_file.read_text(encoding="utf-8")

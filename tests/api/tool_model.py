@@ -97,6 +97,10 @@ class SteeredModel:
         self.active: list[tuple[int, list[int]]] = []  # (prompt length, script)
         self.config, self.generation_config = model.config, model.generation_config
 
+    def __getattr__(self, name: str):
+        """Everything else is the real model's (parameters, embeddings, attention implementation...)."""
+        return getattr(self.model, name)
+
     def __call__(self, input_ids, attention_mask, position_ids, **kwargs):
         out = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs
