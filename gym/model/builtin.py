@@ -114,11 +114,11 @@ def build_tokenizer(spec: TinySpec):  # -> PreTrainedTokenizerFast
     )
 
 
-def build_model(spec: TinySpec, tokenizer):  # -> LlamaForCausalLM
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama_config(spec: Any, tokenizer: Any) -> Any:
+    """The tiny Llama's config for ``tokenizer``: the text model of builtin:tiny and of builtin:tiny-vl."""
+    from transformers import LlamaConfig
 
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -132,6 +132,13 @@ def build_model(spec: TinySpec, tokenizer):  # -> LlamaForCausalLM
         bos_token_id=None,
         dtype="float32",
     )
+
+
+def build_model(spec: TinySpec, tokenizer):  # -> LlamaForCausalLM
+    import torch
+    from transformers import LlamaForCausalLM
+
+    config = llama_config(spec, tokenizer)
     torch.manual_seed(spec.seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -64,7 +64,9 @@ def build_processor(spec: TinyVLSpec):  # -> LlavaProcessor
 
 def build_model(spec: TinyVLSpec, processor):  # -> LlavaForConditionalGeneration
     import torch
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    from gym.model.builtin import llama_config  # (builtin imports this module at its top)
 
     tokenizer = processor.tokenizer
     vision = CLIPVisionConfig(
@@ -76,20 +78,7 @@ def build_model(spec: TinyVLSpec, processor):  # -> LlavaForConditionalGeneratio
         patch_size=spec.patch_size,
         projection_dim=spec.vision_hidden_size,
     )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-        dtype="float32",
-    )
+    text = llama_config(spec, tokenizer)
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
