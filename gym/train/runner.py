@@ -70,20 +70,24 @@ def write_resolved_config(config: GymConfig, folder: Path) -> None:
     (folder / "gym.toml").write_text(header + tomlkit.dumps(data), encoding="utf-8")
 
 
-def _note(message: str) -> None:
+def _tell(label: str, style: str, message: str) -> None:
+    """``note``/``warning`` lines on stderr, main process only; the message (paths, dataset names) is
+    printed literally, never read as rich markup."""
     if is_main_process():
         from rich.console import Console
+        from rich.text import Text
 
-        Console(stderr=True).print(f"[dim]note[/dim] {message}", markup=True, highlight=False, soft_wrap=True)
+        Console(stderr=True).print(
+            Text.assemble((label, style), " ", message), highlight=False, soft_wrap=True
+        )
+
+
+def _note(message: str) -> None:
+    _tell("note", "dim", message)
 
 
 def _warn(message: str) -> None:
-    if is_main_process():
-        from rich.console import Console
-
-        Console(stderr=True).print(
-            f"[yellow]warning[/yellow] {message}", markup=True, highlight=False, soft_wrap=True
-        )
+    _tell("warning", "yellow", message)
 
 
 def is_main_process() -> bool:
