@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench
+.PHONY: venv demo test test-fast lint docs clean browser bench quant
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -18,6 +18,20 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# GPTQ/AWQ (the `quantize` extra): GPTQModel 7.6.0 pins numpy < 2.3, so it lives in an overlay venv that
+# sees the main one through a .pth file and holds only what GPTQModel changes (numpy, its own packages).
+# tests/model/test_quantized.py runs the quantize -> LoRA -> serve -> export flow in it.
+QVENV  := .venv-quant
+QSTAMP := $(QVENV)/.installed
+$(QSTAMP): $(STAMP)
+	test -x $(QVENV)/bin/python || $(PYTHON) -m venv $(QVENV)
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
+		> "$$($(QVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
+	$(QVENV)/bin/python -m pip install -q -c constraints.txt "gptqmodel==7.6.0" "optimum>=1.20"
+	touch $(QSTAMP)
+
+quant: $(QSTAMP)
 
 # The main job: the quickstart gym.toml end to end on the built-in tiny model (train -> eval -> card).
 demo: $(STAMP)
@@ -31,7 +45,7 @@ browser:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium could not be installed: the headless page test will be skipped"
 
-test: $(STAMP) browser
+test: $(STAMP) $(QSTAMP) browser
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -51,4 +65,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis outputs .bench
+	rm -rf $(VENV) $(QVENV) .pytest_cache .ruff_cache .hypothesis outputs .bench
