@@ -138,3 +138,20 @@ save_steps = 100
     record = json.loads((tmp_path / "out" / "train_results.json").read_text())
     assert record["final_loss"] is not None and record["final_loss"] < record["loss_curve"][0][1]
     assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
+
+
+def test_qlora_on_image_rows_trains_on_a_4bit_base(tmp_path: Path) -> None:
+    """QLoRA on a vision-language model: the base loads in 4-bit and LoRA trains on image rows."""
+    pytest.importorskip("bitsandbytes", reason="bitsandbytes (the qlora extra) is not installed")
+    import bitsandbytes as bnb
+
+    from gym.model.loading import load_model
+
+    paths = write_colour_dataset(tmp_path / "data", n_train=8, n_test=4)
+    config = _config(tmp_path, str(paths["train"]), adapter="qlora")
+    base = load_model(config)
+    assert any(isinstance(m, bnb.nn.Linear4bit) for m in base.modules()), "the base was not loaded in 4-bit"
+    del base
+    result = run_training(config, show_progress=False)
+    assert result.steps == 2 and result.final_loss is not None and result.final_loss > 0
+    assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
