@@ -25,7 +25,7 @@ APIError = RequestRejected  # the name other modules knew
 
 def create_app(backend: Backend, api_key: str | None = None, default_max_tokens: int = DEFAULT_MAX_TOKENS,
                system_prompt: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-               tool_parser: str | None = None):  # fmt: skip
+               tool_parser: str | None = None, fetch_remote_images: bool = False):  # fmt: skip
     """Build the app. ``api_key``: when set, /v1 routes need ``Authorization: Bearer <key>``.
 
     ``system_prompt`` (a training-free GRPO experience library, `gym serve --experiences`) is merged
@@ -33,6 +33,8 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     ``max_request_bytes``: larger bodies are refused with a 413 before they are read.
     ``tool_parser``: the tool-call format (:data:`gym.api.tools.parsers.TOOL_PARSERS`); None picks it
     from the chat template.
+    ``fetch_remote_images``: a VL model's server fetches http(s) ``image_url`` parts itself
+    (`gym serve --fetch-remote-images`); otherwise only ``data:`` URLs are accepted.
     """
     from contextlib import asynccontextmanager
 
@@ -202,8 +204,8 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
         if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (gym/api/vision.py)
             from gym.api.vision import split_images
 
-            try:
-                messages, images = split_images(body.messages)
+            try:  # off the event loop: decoding (and fetching, when allowed) must not stall other streams
+                messages, images = await asyncio.to_thread(split_images, body.messages, fetch_remote_images)
             except ValueError as error:
                 raise RequestRejected(400, str(error), param="messages") from None
         else:

@@ -2,7 +2,8 @@
 
 `gym serve` on a VL model (a folder whose config.json has a vision tower, e.g. a trained
 builtin:tiny-vl) uses :class:`VisionBackend`: requests carry ``image_url`` parts as ``data:`` URLs
-(remote URLs are refused: this server never fetches from the network on a client's behalf), the
+(remote http(s) URLs are refused unless the server was started with ``--fetch-remote-images``: a
+server that fetches on a client's behalf can be pointed at addresses only it can reach), the
 model's own processor makes the pixels and places the image tokens exactly as training did, and
 tokens are decoded one at a time with the KV cache, through the same :class:`~gym.api.sequence.Sequence`
 stop/stream logic as the batching engine. Requests are served one after another (no continuous
@@ -31,25 +32,70 @@ class ImageRequestError(ValueError):
     """An image part the server cannot use; the message names the message and part."""
 
 
-def decode_image(url: str, where: str) -> Any:
-    """A ``data:image/...;base64,`` URL as an RGB PIL image."""
+REMOTE_IMAGE_MAX_BYTES = 20 * 1024 * 1024
+REMOTE_IMAGE_TIMEOUT_S = 10.0
+
+
+def fetch_image_bytes(url: str, where: str) -> bytes:
+    """An http(s) image's bytes, for a server started with ``--fetch-remote-images``.
+
+    Only HTTP(S) handlers are installed (no file:, ftp: or data: through redirects), the body is capped
+    at :data:`REMOTE_IMAGE_MAX_BYTES` and the wait at :data:`REMOTE_IMAGE_TIMEOUT_S`. The URL itself is
+    never repeated in an error: signed URLs carry credentials.
+    """
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPRedirectHandler(), urllib.request.HTTPDefaultErrorHandler(),
+                    urllib.request.HTTPErrorProcessor()):  # fmt: skip
+        opener.add_handler(handler)
+    request = urllib.request.Request(url, headers={"User-Agent": "gym-serve", "Accept": "image/*"})
+    try:
+        with opener.open(request, timeout=REMOTE_IMAGE_TIMEOUT_S) as response:
+            data = response.read(REMOTE_IMAGE_MAX_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        raise ImageRequestError(f"{where}: fetching the image URL failed with HTTP {error.code}") from None
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or type(error).__name__
+        raise ImageRequestError(f"{where}: the image URL could not be fetched ({reason})") from None
+    if len(data) > REMOTE_IMAGE_MAX_BYTES:
+        raise ImageRequestError(
+            f"{where}: the image at that URL is larger than {REMOTE_IMAGE_MAX_BYTES // (1024 * 1024)} MB"
+        )
+    return data
+
+
+def decode_image(url: str, where: str, fetch_remote: bool = False) -> Any:
+    """A ``data:image/...;base64,`` URL (or, when ``fetch_remote``, an http(s) URL) as an RGB PIL image."""
     from PIL import Image, UnidentifiedImageError
 
     if url.startswith(("http://", "https://")):
-        raise ImageRequestError(
-            f"{where}: remote image URLs are not fetched by this server; send the image as a data: URL"
-        )
-    head, _, payload = url.partition(",")
-    if not head.startswith("data:") or ";base64" not in head:
-        raise ImageRequestError(f"{where}: image_url must be a base64 data: URL (data:image/png;base64,...)")
+        if not fetch_remote:
+            raise ImageRequestError(
+                f"{where}: remote image URLs are not fetched by this server (start it with "
+                "--fetch-remote-images to allow it); send the image as a data: URL"
+            )
+        raw, what = fetch_image_bytes(url, where), "the image URL"
+    else:
+        head, _, payload = url.partition(",")
+        if not head.startswith("data:") or ";base64" not in head:
+            raise ImageRequestError(
+                f"{where}: image_url must be a base64 data: URL (data:image/png;base64,...)"
+            )
+        try:
+            raw, what = base64.b64decode(payload, validate=True), "the data: URL"
+        except (binascii.Error, ValueError):
+            raise ImageRequestError(f"{where}: the data: URL is not a readable image") from None
     try:
-        with Image.open(io.BytesIO(base64.b64decode(payload, validate=True))) as image:
+        with Image.open(io.BytesIO(raw)) as image:
             return image.convert("RGB")
-    except (binascii.Error, ValueError, UnidentifiedImageError, OSError):
-        raise ImageRequestError(f"{where}: the data: URL is not a readable image") from None
+    except (ValueError, UnidentifiedImageError, OSError, Image.DecompressionBombError):
+        raise ImageRequestError(f"{where}: {what} is not a readable image") from None
 
 
-def split_images(messages: list[Any]) -> tuple[list[dict[str, str]], list[Any]]:
+def split_images(messages: list[Any], fetch_remote: bool = False) -> tuple[list[dict[str, str]], list[Any]]:
     """Template messages (image parts become ``<image>`` markers, in place) and the decoded images."""
     out: list[dict[str, str]] = []
     images: list[Any] = []
@@ -63,7 +109,7 @@ def split_images(messages: list[Any]) -> tuple[list[dict[str, str]], list[Any]]:
                     url = data.get("image_url")
                     url = url.get("url") if isinstance(url, dict) else url
                     where = f"messages[{number}].content[{position}]"
-                    images.append(decode_image(str(url or ""), where))
+                    images.append(decode_image(str(url or ""), where, fetch_remote))
                     text.append(MARKER)
                 elif data.get("type") == "text":
                     text.append(str(data.get("text") or ""))
@@ -88,6 +134,7 @@ class VisionBackend(TokenizerPrompts):
 
     name = "transformers"
     accepts_images = True
+    supports_logprobs = True
 
     def __init__(self, model: Any, tokenizer: Any, processor: Any, model_id: str) -> None:
         self.model, self.tokenizer, self.processor, self.model_id = model, tokenizer, processor, model_id
@@ -167,8 +214,9 @@ class VisionBackend(TokenizerPrompts):
         with self._lock, torch.inference_mode():
             out = self.model(**inputs, use_cache=True)
             while not seq.done:
-                token = seq.sample(out.logits[0, -1])
-                seq.push(token)
+                logits = out.logits[0, -1]
+                token = seq.sample(logits)
+                seq.push(token, seq.token_logprob(token, logits))
                 self._stats.generated_tokens += 1
                 if seq.done:
                     break

@@ -55,6 +55,12 @@ def serve(
     max_request_mb: float = typer.Option(
         4.0, "--max-request-mb", help="Larger request bodies are refused with HTTP 413.", min=0.001
     ),
+    fetch_remote_images: bool = typer.Option(
+        False,
+        "--fetch-remote-images",
+        help="Let a vision-language model's server download http(s) image_url parts itself (up to 20 MB, "
+        "10 s). Off by default: the server would fetch any address it can reach on a client's behalf.",
+    ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
     from gym.api.backend import BACKEND_NAMES, BackendUnavailable
@@ -78,7 +84,8 @@ def serve(
         app = build_serving_app(model, backend, os.environ.get(api_key_env) or None, served_model_name,
                                 max_batch_size=max_batch_size, device=device,
                                 system_prompt=system_prompt, tool_parser=tool_parser,
-                                max_request_bytes=int(max_request_mb * 1024 * 1024))  # fmt: skip
+                                max_request_bytes=int(max_request_mb * 1024 * 1024),
+                                fetch_remote_images=fetch_remote_images)  # fmt: skip
     except BackendUnavailable as error:
         raise _fail(f"error: {error}") from None
     except (ValueError, FileNotFoundError, OSError) as error:
@@ -101,7 +108,7 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
 
     app_options = {
         key: options.pop(key)
-        for key in ("system_prompt", "tool_parser", "max_request_bytes")
+        for key in ("system_prompt", "tool_parser", "max_request_bytes", "fetch_remote_images")
         if key in options
     }
     source = resolve_source(model, served_model_name)
