@@ -84,10 +84,14 @@ def template_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, st
     return split_images([ChatMessage.model_validate(m) for m in messages])
 
 
-def text_only_refusal(who: str) -> str:
-    """The sentence for an image sent to a model without a vision tower."""
+def text_only_refusal(who: str, attached: bool = True) -> str:
+    """The sentence for an image sent to a model without a vision tower (attached now, or earlier in the chat)."""
+    fix = (
+        "remove the image to send the text alone"
+        if attached
+        else "the conversation already holds images: press Clear to start one without them"
+    )
     return (
-        f"✗ {who} is a text-only model and cannot read images: remove the image to send the text alone, "
-        'or chat with a vision-language model (model.name_or_path = "builtin:tiny-vl", Qwen2.5-VL, '
-        "LLaVA, ...); your message is still in the box"
+        f"✗ {who} is a text-only model and cannot read images: {fix}, or chat with a vision-language model "
+        '(model.name_or_path = "builtin:tiny-vl", Qwen2.5-VL, LLaVA, ...); your message is still in the box'
     )

@@ -149,7 +149,7 @@ async def chat(workspace: Workspace, message: Any, tuned: list, base: list, comp
             continue
         conversation = _conversation(history, text, uploads)
         if has_images(conversation) and not getattr(backends[name], "accepts_images", False):
-            yield tuned, base, text_only_refusal(who), False
+            yield tuned, base, text_only_refusal(who, attached=bool(files)), False
             return
     for name, _, history, _ in targets:
         conversation = _conversation(history, text, uploads)
