@@ -112,11 +112,12 @@ def test_an_uploaded_image_is_answered_by_the_vision_model(vision_project: tuple
     for turn, row in enumerate(rows[:2]):  # held-out images: red, then green (the test split cycles colours)
         colour = row["messages"][-1]["content"]
         _ask(page, QUESTION, [folder / "data" / row["images"][0]])
-        expect(page.locator("#chat-tuned .message.bot")).to_have_count(turn + 1, timeout=120_000)  # this turn
-        page.locator("#chat-note").get_by_text("done").wait_for(timeout=120_000)
-        answers[colour] = _last_reply(page, "chat-tuned")
-        expect(page.locator("#chat-input textarea")).to_have_value("")  # taken: the box is empty again
+        # the box is emptied only when the whole turn has ended (the note's "done" may still be the last turn's)
+        expect(page.locator("#chat-input textarea")).to_have_value("", timeout=120_000)
         expect(page.locator("#chat-input .thumbnail-item")).to_have_count(0)
+        assert page.locator("#chat-note").inner_text().strip() == "done"
+        expect(page.locator("#chat-tuned .message.bot")).to_have_count(turn + 1)
+        answers[colour] = _last_reply(page, "chat-tuned")
     assert answers == {"red": "red", "green": "green"}, answers  # same text, different pixels, right colours
     assert page.locator("#chat-tuned img").count() == 2  # both uploads are shown in the conversation
     assert screenshot(page, "webui_chat_image.png").stat().st_size > 20_000
