@@ -213,11 +213,22 @@ def expand_batch(
     return batch
 
 
+def has_image_rows(dataset: Any) -> bool:
+    """Whether any row lists an image, read as one Arrow column (``dataset["images"]`` formats row by row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = dataset.with_format("arrow")[:].column("images")
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        return False  # an all-null column (type null): no row has images
+    return (pc.max(pc.list_value_length(column)).as_py() or 0) > 0
+
+
 def expand_images(dataset: Any, processor: Any, tokenizer: Any, max_length: int) -> Any:
     """The tokenized rows with every image's tokens in place (see :func:`expand_batch`)."""
     from gym.model.vision import image_token_id
 
-    if not any(dataset["images"]):
+    if not has_image_rows(dataset):
         return dataset
     return dataset.map(
         expand_batch,

@@ -2,7 +2,9 @@
 
 Models load through :mod:`gym.api` (``resolve_source`` + ``create_backend``), the code `gym serve`
 runs, so a reply here is what the API would send. A training-free GRPO library (``experiences.json`` in
-output_dir) can be put in the system prompt or left out, to see what it changes.
+output_dir) can be put in the system prompt or left out, to see what it changes. Images attached to a
+message reach a vision-language model as OpenAI ``image_url`` parts through the API's own image path
+(:mod:`gym.webui.chat_images`); a text-only model refuses them with one sentence and the box keeps them.
 """
 
 from __future__ import annotations
@@ -49,37 +51,76 @@ def library(output: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-async def _reply(backend: Any, messages: list[dict[str, str]], params: Any) -> AsyncIterator[str]:
-    prompt = backend.encode_chat(messages)
-    room = max(1, min(params.max_tokens, backend.context_length - len(prompt)))
+async def _reply(
+    backend: Any, messages: list[dict[str, str]], params: Any, images: list[Any]
+) -> AsyncIterator[str]:
     from dataclasses import replace
 
+    prompt = await asyncio.to_thread(backend.encode_chat, messages)
+    length = backend.check_images(prompt, images) if images else len(prompt)  # image tokens count too
+    room = max(1, min(params.max_tokens, backend.context_length - length))
+    extra = {"images": images} if images else {}
     text = ""
-    async for chunk in backend.generate(prompt, replace(params, max_tokens=room)):
+    async for chunk in backend.generate(prompt, replace(params, max_tokens=room), **extra):
         if chunk.error:
             raise RuntimeError(chunk.error)
         text += chunk.text
         yield text
 
 
-async def chat(workspace: Workspace, message: str, tuned: list, base: list, compare: bool, use_library: bool,
+def _conversation(history: list, text: str, uploads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The OpenAI messages of ``history`` plus the new user turn (image parts first, then the text)."""
+    from gym.webui.chat_images import history_parts
+
+    messages: list[dict[str, Any]] = [
+        {
+            "role": t["role"],
+            "content": history_parts(t["content"]) if t["role"] == "user" else _text(t["content"]),
+        }
+        for t in history
+    ]
+    messages.append({"role": "user", "content": [*uploads, {"type": "text", "text": text}]})
+    return messages
+
+
+def _for_backend(backend: Any, conversation: list[dict[str, Any]]) -> tuple[list[dict[str, str]], list[Any]]:
+    """Template messages and images: a VL backend takes the API's image path, a text-only one the text."""
+    if getattr(backend, "accepts_images", False):
+        from gym.webui.chat_images import template_messages
+
+        return template_messages(conversation)
+    return [{"role": m["role"], "content": _text(m["content"])} for m in conversation], []
+
+
+async def chat(workspace: Workspace, message: Any, tuned: list, base: list, compare: bool, use_library: bool,
                temperature: float, top_p: float, max_tokens: int):  # fmt: skip
-    """Stream (tuned history, base history, note) for one user message."""
+    """Stream (tuned history, base history, note, sent) for one user message.
+
+    ``message`` is the chat box's value: text, or ``{"text", "files"}`` with uploaded images. ``sent`` is
+    False while the message is refused or not yet taken: the box keeps what was typed and attached.
+    """
     from gym.api.backend import SamplingParams
     from gym.config import ConfigError
+    from gym.webui.chat_images import UploadRefused, check_uploads, has_images, split_input, text_only_refusal
 
     tuned, base = list(tuned or []), list(base or [])
-    if not message.strip():
-        yield tuned, base, "type a message first"
+    text, files = split_input(message)
+    if not text.strip() and not files:
+        yield tuned, base, "type a message first", False
         return
     try:
         config = workspace.config()
     except ConfigError as error:
-        yield tuned, base, f"✗ the saved gym.toml has problems:\n```\n{error}\n```"
+        yield tuned, base, f"✗ the saved gym.toml has problems:\n```\n{error}\n```", False
         return
     output = config.output_path
     if not ((output / "config.json").is_file() or (output / "adapter_config.json").is_file()):
-        yield tuned, base, f"✗ no trained model in {output} yet: train it on the Train tab first"
+        yield tuned, base, f"✗ no trained model in {output} yet: train it on the Train tab first", False
+        return
+    try:
+        uploads = await asyncio.to_thread(check_uploads, files)
+    except UploadRefused as refused:
+        yield tuned, base, str(refused), False
         return
     params = SamplingParams(max_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p))
     system = None
@@ -93,27 +134,44 @@ async def chat(workspace: Workspace, message: str, tuned: list, base: list, comp
 
             system = render_system_prompt(load_experiences(path))
             note = f"with {path.name} in the system prompt; "
-    targets = [("tuned", str(output), tuned)]
+    targets = [("tuned", str(output), tuned, f"the tuned model in {output}")]
     if compare:
-        targets.append(("base", config.model.name_or_path, base))
-    for name, target, history in targets:
-        messages = [{"role": t["role"], "content": _text(t["content"])} for t in history]
-        messages.append({"role": "user", "content": message})
-        if system:
-            from gym.train.experiences import with_experiences
-
-            messages = with_experiences(messages, system)
-        history.append({"role": "user", "content": message})
+        targets.append(
+            ("base", config.model.name_or_path, base, f"the base model {config.model.name_or_path}")
+        )
+    backends: dict[str, Any] = {}  # loaded before anything is added: a refusal must leave the chat as it was
+    for name, target, history, who in targets:
+        yield tuned, base, note + f"{name}: loading the model", False
+        try:
+            backends[name] = await asyncio.to_thread(_backend, target)  # never blocks the event loop
+        except (OSError, ValueError, RuntimeError) as error:
+            backends[name] = error
+            continue
+        conversation = _conversation(history, text, uploads)
+        if has_images(conversation) and not getattr(backends[name], "accepts_images", False):
+            yield tuned, base, text_only_refusal(who, attached=bool(files)), False
+            return
+    for name, _, history, _ in targets:
+        conversation = _conversation(history, text, uploads)
+        history.append(
+            {"role": "user", "content": [*({"path": f} for f in files), *([text] if text else [])]}
+        )
         history.append({"role": "assistant", "content": ""})
         try:
-            yield tuned, base, note + f"{name}: loading the model"
-            backend = await asyncio.to_thread(_backend, target)  # loading never blocks the event loop
-            async for text in _reply(backend, messages, params):
-                history[-1] = {"role": "assistant", "content": text}
-                yield tuned, base, note + f"{name}: generating"
+            backend = backends[name]
+            if isinstance(backend, Exception):
+                raise backend
+            messages, images = _for_backend(backend, conversation)
+            if system:
+                from gym.train.experiences import with_experiences
+
+                messages = with_experiences(messages, system)
+            async for reply in _reply(backend, messages, params, images):
+                history[-1] = {"role": "assistant", "content": reply}
+                yield tuned, base, note + f"{name}: generating", True
         except (OSError, ValueError, RuntimeError) as error:
             history[-1] = {"role": "assistant", "content": f"(cannot answer: {error})"}
-    yield tuned, base, note + "done"
+    yield tuned, base, note + "done", True
 
 
 def build(workspace: Workspace) -> None:
@@ -123,7 +181,11 @@ def build(workspace: Workspace) -> None:
         tuned = gr.Chatbot(label="tuned (output_dir)", elem_id="chat-tuned", height=360)
         base = gr.Chatbot(label="base (model.name_or_path)", elem_id="chat-base", height=360)
     with gr.Row():
-        box = gr.Textbox(placeholder="Message", show_label=False, scale=4, elem_id="chat-input")
+        box = gr.MultimodalTextbox(
+            placeholder="Message (attach images for a vision-language model)", show_label=False, scale=4,
+            file_types=["image"], file_count="multiple", sources=["upload"], submit_btn=False,
+            elem_id="chat-input",
+        )  # fmt: skip
         send = gr.Button("Send", variant="primary", scale=1, elem_id="chat-send")
     with gr.Row():
         compare = gr.Checkbox(value=True, label="Side by side with the base model")
@@ -134,15 +196,22 @@ def build(workspace: Workspace) -> None:
     note = gr.Markdown(elem_id="chat-note")
     clear = gr.Button("Clear", size="sm")
 
+    sent = gr.State(False)
+
     async def respond(*args: Any):
         async for update in chat(workspace, *args):
             yield update
 
+    def empty_when_sent(was_sent: bool) -> Any:
+        """The box is emptied once the message was taken; refused, it keeps the text and the images."""
+        return {"text": "", "files": []} if was_sent else gr.skip()
+
     inputs = [box, tuned, base, compare, use_library, temperature, top_p, max_tokens]
-    send.click(respond, inputs, [tuned, base, note], api_name="chat").then(
-        lambda: "", None, box, api_visibility="private"
+    outputs = [tuned, base, note, sent]
+    send.click(respond, inputs, outputs, api_name="chat").then(
+        empty_when_sent, sent, box, api_visibility="private"
     )
-    box.submit(respond, inputs, [tuned, base, note], api_visibility="private").then(
-        lambda: "", None, box, api_visibility="private"
+    box.submit(respond, inputs, outputs, api_visibility="private").then(
+        empty_when_sent, sent, box, api_visibility="private"
     )
     clear.click(lambda: ([], [], ""), None, [tuned, base, note], api_visibility="private")

@@ -218,3 +218,15 @@ def test_preview_shows_image_sizes_and_image_tokens(tmp_path: Path) -> None:
     assert "1 image(s), 16 image tokens" in result.output
     assert "red.png 40x30" in result.output
     assert "<image ×16>" in result.output
+
+
+def test_image_rows_are_found_from_the_arrow_column() -> None:
+    """expand_images skips text-only data by reading the images column once, whatever Arrow typed it."""
+    from datasets import Dataset
+
+    from gym.data.vision import has_image_rows
+
+    assert has_image_rows(Dataset.from_dict({"images": [[], ["a.png"], []]}))
+    assert not has_image_rows(Dataset.from_dict({"images": [[], []]}))  # list<null>
+    assert not has_image_rows(Dataset.from_dict({"images": [None, None]}))  # null
+    assert not has_image_rows(Dataset.from_dict({"images": [["a.png"]]}).select([]))  # no rows

@@ -93,7 +93,9 @@ def test_workflow_through_gradio_client(webui: tuple[str, Path]) -> None:
         and (folder / "outputs/run/eval_results.json").is_file()
     )
 
-    tuned, base, note = client.predict("Reverse: a b", [], [], True, False, 0.0, 1.0, 8, api_name="/chat")
+    tuned, base, note = client.predict(
+        {"text": "Reverse: a b", "files": []}, [], [], True, False, 0.0, 1.0, 8, api_name="/chat"
+    )
     assert note == "done"
     for history in (tuned, base):
         assert [turn["role"] for turn in history] == ["user", "assistant"]
