@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
+from gym.data.columns import Columns, examples_to_columns, map_batches, row_count, take, to_dataset
 from gym.data.loading import data_files, load_examples, local_path, split_eval
 from gym.data.report import BadExample, BadRow, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
@@ -24,7 +25,6 @@ from gym.data.tokenize import (
     SKIPPED,
     TRUNCATED,
     TokenizeSettings,
-    example_to_row,
     tokenize_batch,
 )
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 PARALLEL_FROM_ROWS = 2000  # below this, starting worker processes costs more than it saves
+IN_PROCESS_BATCH = 1024  # rows per fast-tokenizer call in this process (Rust spreads each over the cores)
 
 
 @dataclass
@@ -161,26 +162,43 @@ def _load_cached(folder: Path) -> PreparedData:
     )
 
 
+def _progress(total: int, desc: str) -> Any:
+    """The tokenizing bar, drawn as `datasets` draws its own (shown even where its bars are off)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=" examples")
+
+
 def _tokenize(
-    rows: list[dict[str, Any]], tokenizer: Any, settings: TokenizeSettings, num_proc: int
-) -> Dataset:
-    from datasets import Dataset
+    columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_proc: int, fingerprint: str
+) -> Columns | Dataset:
+    """Tokenized rows: Python columns when done in this process, a Dataset from ``datasets.map`` workers."""
+    count = row_count(columns)
+    workers = num_proc if count >= PARALLEL_FROM_ROWS else 1
+    desc = f"tokenizing {count} rows"
+    if workers <= 1:
+        with _progress(count, desc) as bar:
+            return map_batches(
+                columns,
+                lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
+                IN_PROCESS_BATCH,
+                bar.update,
+            )
     from datasets.utils import logging as ds_logging
 
-    dataset = Dataset.from_list(rows)
-    workers = num_proc if len(rows) >= PARALLEL_FROM_ROWS else 1
     bars = ds_logging.is_progress_bar_enabled()
     if not bars:
         ds_logging.enable_progress_bar()
     try:
-        return dataset.map(
+        return to_dataset(columns, fingerprint + "-rows").map(
             tokenize_batch,
             batched=True,
-            batch_size=256,
-            num_proc=workers if workers > 1 else None,
+            batch_size=max(256, -(-count // (workers * 4))),
+            num_proc=workers,
             fn_kwargs={"tokenizer": tokenizer, "settings": settings},
             load_from_cache_file=False,
-            desc=f"tokenizing {len(rows)} rows",
+            new_fingerprint=fingerprint + "-tokenized",  # named, not hashed: hashing pickles the tokenizer
+            desc=desc,
         )
     finally:
         if not bars:
@@ -193,28 +211,49 @@ def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
     return [table.column(name).to_pylist() for name in names]
 
 
-def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int, dict[str, list[int]]]:
-    """Count skipped rows into their dataset's report; drop them.
+def _account(
+    statuses: list[str],
+    sources: list[str],
+    indices: list[int],
+    full: list[int],
+    reports: dict[str, DataReport],
+) -> tuple[list[int], int, dict[str, list[int]]]:
+    """Count skipped and bad rows into their dataset's report.
 
-    Returns the kept rows, how many were truncated, and per dataset the whole length of every row
-    measured (kept or skipped as too long): what ``max_length`` would need to be to keep them whole.
+    Returns the positions of the kept rows, how many were truncated, and per dataset the whole length
+    of every row measured (kept or skipped as too long): what ``max_length`` would need to be to keep
+    them whole.
     """
-    statuses, sources, indices, full = _columns(tokenized, "status", "source", "index", "full_length")
     truncated = 0
     lengths: dict[str, list[int]] = {}
-    for status, source, index, length in zip(statuses, sources, indices, full, strict=True):
-        if status in KEPT or status in SKIPPED:
+    keep: list[int] = []
+    for position, (status, source, index, length) in enumerate(
+        zip(statuses, sources, indices, full, strict=True)
+    ):
+        if status in KEPT:
+            keep.append(position)
             lengths.setdefault(source, []).append(length)
-        if status == TRUNCATED:
-            truncated += 1
+            truncated += status == TRUNCATED
         elif status in SKIPPED:
+            lengths.setdefault(source, []).append(length)
             reports[source].add_skipped(index, status)
-        elif status not in KEPT:
+        else:
             reason, _, detail = status.partition(": ")
             reports[source].add_bad(index, BadRow(reason, detail))
             reports[source].rows_kept -= 1
-    keep = [i for i, status in enumerate(statuses) if status in KEPT]
-    return (tokenized if len(keep) == len(statuses) else tokenized.select(keep)), truncated, lengths
+    return keep, truncated, lengths
+
+
+def _kept_rows(
+    tokenized: Columns | Dataset, reports: dict[str, DataReport], fingerprint: str
+) -> tuple[Dataset, int, dict[str, list[int]]]:
+    """The kept rows as one Dataset, how many were truncated, and the measured lengths (see _account)."""
+    names = ("status", "source", "index", "full_length")
+    if isinstance(tokenized, dict):
+        keep, truncated, lengths = _account(*(tokenized[name] for name in names), reports)
+        return to_dataset(take(tokenized, keep), fingerprint), truncated, lengths
+    keep, truncated, lengths = _account(*_columns(tokenized, *names), reports)
+    return (tokenized if len(keep) == len(tokenized) else tokenized.select(keep)), truncated, lengths
 
 
 def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
@@ -287,33 +326,39 @@ def prepare_data(
         return checked(_load_cached(folder), config, check)
 
     reports: dict[str, DataReport] = {}
-    train_rows: list[dict[str, Any]] = []
-    eval_rows: list[dict[str, Any]] = []
+    train_examples: list[Any] = []
+    eval_examples: list[Any] = []
     for dataset in config.datasets:
         examples, report = load_examples(dataset, config.base_dir)
         reports[str(dataset.name)] = report
         processor = _vision_examples(examples, reports, config, processor, tokenizer)
         train_part, eval_part = split_eval(examples, dataset.eval_fraction, config.train.seed)
-        train_rows.extend(example_to_row(e) for e in train_part)
-        eval_rows.extend(example_to_row(e) for e in eval_part)
+        train_examples.extend(train_part)
+        eval_examples.extend(eval_part)
 
     workers = num_proc or min(2, os.cpu_count() or 1)
 
-    def tokenized(rows: list[dict[str, Any]]) -> Dataset:
-        dataset = _tokenize(rows, tokenizer, settings, workers)
-        if processor is None:
-            return dataset
-        from gym.data.vision import expand_images
+    def tokenized(examples: list[Any], split: str) -> tuple[Dataset, int, dict[str, list[int]]]:
+        fingerprint = f"{folder.name}-{split}"
+        rows = _tokenize(examples_to_columns(examples), tokenizer, settings, workers, fingerprint)
+        if processor is not None:
+            from gym.data.vision import expand_images
 
-        return expand_images(dataset, processor, tokenizer, settings.max_length)
+            dataset = to_dataset(rows, fingerprint + "-text") if isinstance(rows, dict) else rows
+            rows = expand_images(dataset, processor, tokenizer, settings.max_length)
+        return _kept_rows(rows, reports, fingerprint)
 
-    train, truncated, lengths = _account(tokenized(train_rows), reports)
+    train, truncated, lengths = tokenized(train_examples, "train")
     measured = [length for values in lengths.values() for length in values]  # skipped rows included
     evaluation = None
-    if eval_rows:
-        evaluation, _, held_out = _account(tokenized(eval_rows), reports)
+    if eval_examples:
+        evaluation, _, held_out = tokenized(eval_examples, "eval")
         for source, values in held_out.items():
             lengths.setdefault(source, []).extend(values)
+        if (
+            len(evaluation) == 0
+        ):  # every held-out row skipped: `datasets` cannot read back a saved empty split
+            evaluation = None
     for name, report in reports.items():
         report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)
     kept_lengths, loss_tokens = _columns(train, "length", "loss_tokens")
