@@ -35,6 +35,7 @@ CASES = {  # name: (fixture file, Gym format, template, extra Gym keys)
 
 GYM = """
 import json, sys, time
+import datasets  # imported before the window, as LLaMA-Factory's own imports load it (Gym imports it lazily)
 from gym.config import load_config
 from gym.data.prepare import prepare_data
 from gym.model.loading import load_tokenizer

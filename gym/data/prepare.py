@@ -27,6 +27,7 @@ from gym.data.tokenize import (
     TokenizeSettings,
     tokenize_batch,
 )
+from gym.data.workers import tokenize_in_workers
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -169,40 +170,19 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit=" examples")
 
 
-def _tokenize(
-    columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_proc: int, fingerprint: str
-) -> Columns | Dataset:
-    """Tokenized rows: Python columns when done in this process, a Dataset from ``datasets.map`` workers."""
+def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_proc: int) -> Columns:
+    """Tokenized rows as Python columns, in this process or in ``num_proc`` worker processes."""
     count = row_count(columns)
     workers = num_proc if count >= PARALLEL_FROM_ROWS else 1
-    desc = f"tokenizing {count} rows"
-    if workers <= 1:
-        with _progress(count, desc) as bar:
-            return map_batches(
-                columns,
-                lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
-                IN_PROCESS_BATCH,
-                bar.update,
-            )
-    from datasets.utils import logging as ds_logging
-
-    bars = ds_logging.is_progress_bar_enabled()
-    if not bars:
-        ds_logging.enable_progress_bar()
-    try:
-        return to_dataset(columns, fingerprint + "-rows").map(
-            tokenize_batch,
-            batched=True,
-            batch_size=max(256, -(-count // (workers * 4))),
-            num_proc=workers,
-            fn_kwargs={"tokenizer": tokenizer, "settings": settings},
-            load_from_cache_file=False,
-            new_fingerprint=fingerprint + "-tokenized",  # named, not hashed: hashing pickles the tokenizer
-            desc=desc,
+    with _progress(count, f"tokenizing {count} rows") as bar:
+        if workers > 1:
+            return tokenize_in_workers(columns, tokenizer, settings, workers, IN_PROCESS_BATCH, bar.update)
+        return map_batches(
+            columns,
+            lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
+            IN_PROCESS_BATCH,
+            bar.update,
         )
-    finally:
-        if not bars:
-            ds_logging.disable_progress_bar()
 
 
 def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
@@ -340,7 +320,7 @@ def prepare_data(
 
     def tokenized(examples: list[Any], split: str) -> tuple[Dataset, int, dict[str, list[int]]]:
         fingerprint = f"{folder.name}-{split}"
-        rows = _tokenize(examples_to_columns(examples), tokenizer, settings, workers, fingerprint)
+        rows = _tokenize(examples_to_columns(examples), tokenizer, settings, workers)
         if processor is not None:
             from gym.data.vision import expand_images
 
