@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 PARALLEL_FROM_ROWS = 2000  # below this, starting worker processes costs more than it saves
-IN_PROCESS_BATCH = 1024  # rows per fast-tokenizer call in this process (Rust spreads each over the cores)
+SHARD_ROWS = 1024  # rows per task sent to a worker process
 
 
 @dataclass
@@ -176,12 +176,15 @@ def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_
     workers = num_proc if count >= PARALLEL_FROM_ROWS else 1
     with _progress(count, f"tokenizing {count} rows") as bar:
         if workers > 1:
-            return tokenize_in_workers(columns, tokenizer, settings, workers, IN_PROCESS_BATCH, bar.update)
+            return tokenize_in_workers(columns, tokenizer, settings, workers, SHARD_ROWS, bar.update)
+        # Two threads: one batch renders (Python, GIL) while the other is tokenized (Rust, GIL released,
+        # itself spread over the cores); batches of 64 to 1024 rows, so even 300 rows overlap.
         return map_batches(
             columns,
             lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
-            IN_PROCESS_BATCH,
+            max(64, min(1024, -(-count // 8))),
             bar.update,
+            threads=min(2, os.cpu_count() or 1),
         )
 
 

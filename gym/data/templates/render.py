@@ -10,6 +10,7 @@ the same way outside the sandbox (:mod:`gym.data.templates.trusted`), which is t
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from gym.data.templates.registry import TEMPLATES, get_template
 from gym.data.templates.trusted import is_trusted, render_trusted
 
 AUTO = "auto"
+# transformers' {% generation %} tracker keeps what it records on the compiled template, so two threads
+# must not render with it at once (rendering holds the GIL anyway: the lock costs no parallelism).
+_TRANSFORMERS_RENDER = threading.Lock()
 
 
 def template_source(name_or_path: str, base_dir: str | Path | None = None) -> str:
@@ -105,12 +109,13 @@ def _render(
         return render_trusted(jinja, messages, tools or None, add_generation_prompt, generation, variables)
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, indices = render_jinja_template(
-        conversations=[messages],
-        tools=tools or None,
-        chat_template=jinja,
-        add_generation_prompt=add_generation_prompt,
-        return_assistant_tokens_mask=generation,
-        **variables,
-    )
+    with _TRANSFORMERS_RENDER:
+        rendered, indices = render_jinja_template(
+            conversations=[messages],
+            tools=tools or None,
+            chat_template=jinja,
+            add_generation_prompt=add_generation_prompt,
+            return_assistant_tokens_mask=generation,
+            **variables,
+        )
     return rendered[0], [tuple(span) for span in indices[0]] if generation else []

@@ -14,6 +14,7 @@ through transformers and its sandbox.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -53,14 +54,16 @@ def _compiled(template: str) -> Any:
     from jinja2.ext import Extension, loopcontrols
 
     class Generation(Extension):
-        """``{% generation %}`` ... ``{% endgeneration %}``: records each block's character span."""
+        """``{% generation %}`` ... ``{% endgeneration %}``: records each block's character span.
+
+        What is being recorded is per thread (``blocks``, ``spans``), so threads may render at once.
+        """
 
         tags = {"generation"}
 
         def __init__(self, environment: jinja2.Environment) -> None:
             super().__init__(environment)
-            self.blocks: list[str] | None = None
-            self.spans: list[tuple[int, int]] | None = None
+            self.state = threading.local()
 
         def parse(self, parser: Any) -> Any:
             lineno = next(parser.stream).lineno
@@ -69,9 +72,10 @@ def _compiled(template: str) -> Any:
 
         def _generation(self, caller: Any) -> str:
             text = caller()
-            if self.blocks is not None and self.spans is not None:
-                start = sum(len(block) for block in self.blocks)
-                self.spans.append((start, start + len(text)))
+            blocks, spans = getattr(self.state, "blocks", None), getattr(self.state, "spans", None)
+            if blocks is not None and spans is not None:
+                start = sum(len(block) for block in blocks)
+                spans.append((start, start + len(text)))
             return text
 
     environment = jinja2.Environment(
@@ -105,10 +109,10 @@ def render_trusted(
         return compiled.render(**context), []
     blocks: list[str] = []
     spans: list[tuple[int, int]] = []
-    tracker.blocks, tracker.spans = blocks, spans
+    tracker.state.blocks, tracker.state.spans = blocks, spans
     try:
         for block in compiled.generate(**context):
             blocks.append(block)
     finally:
-        tracker.blocks = tracker.spans = None
+        tracker.state.blocks = tracker.state.spans = None
     return "".join(blocks), spans
