@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from gym.data.example import Example
-from gym.data.tokenize import example_to_row
+from gym.data.report import BadRow, DataReport
+from gym.data.tokenize import KEPT, SKIPPED, TRUNCATED, example_to_row
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -102,3 +103,54 @@ def to_dataset(columns: Columns, fingerprint: str) -> Dataset:
         for name, values in columns.items()
     }
     return Dataset(InMemoryTable(pa.table(arrays)), fingerprint=fingerprint)
+
+
+def arrow_columns(dataset: Dataset, *names: str) -> list[list[Any]]:
+    """Whole columns as Python lists, straight from Arrow (``dataset[name]`` formats row by row)."""
+    table = dataset.with_format("arrow")[:]
+    return [table.column(name).to_pylist() for name in names]
+
+
+def account(
+    statuses: list[str],
+    sources: list[str],
+    indices: list[int],
+    full: list[int],
+    reports: dict[str, DataReport],
+) -> tuple[list[int], int, dict[str, list[int]]]:
+    """Count skipped and bad rows into their dataset's report (``sources`` name the dataset of each row).
+
+    Returns the positions of the kept rows, how many were truncated, and per dataset the whole length
+    of every row measured (kept or skipped as too long): what ``max_length`` would need to be to keep
+    them whole.
+    """
+    truncated = 0
+    lengths: dict[str, list[int]] = {}
+    keep: list[int] = []
+    for position, (status, source, index, length) in enumerate(
+        zip(statuses, sources, indices, full, strict=True)
+    ):
+        if status in KEPT:
+            keep.append(position)
+            lengths.setdefault(source, []).append(length)
+            truncated += status == TRUNCATED
+        elif status in SKIPPED:
+            lengths.setdefault(source, []).append(length)
+            reports[source].add_skipped(index, status)
+        else:
+            reason, _, detail = status.partition(": ")
+            reports[source].add_bad(index, BadRow(reason, detail))
+            reports[source].rows_kept -= 1
+    return keep, truncated, lengths
+
+
+def kept_rows(
+    tokenized: Columns | Dataset, reports: dict[str, DataReport], fingerprint: str
+) -> tuple[Dataset, int, dict[str, list[int]]]:
+    """The kept rows as one Dataset, how many were truncated, and the measured lengths (see :func:`account`)."""
+    names = ("status", "source", "index", "full_length")
+    if isinstance(tokenized, dict):
+        keep, truncated, lengths = account(*(tokenized[name] for name in names), reports)
+        return to_dataset(take(tokenized, keep), fingerprint), truncated, lengths
+    keep, truncated, lengths = account(*arrow_columns(tokenized, *names), reports)
+    return (tokenized if len(keep) == len(tokenized) else tokenized.select(keep)), truncated, lengths

@@ -1,9 +1,12 @@
 """`prepare_data`: every ``[[datasets]]`` entry loaded, converted, templated, tokenized and masked.
 
-The one entry point trainers and `gym data preview` use. Tokenization runs through
-``datasets.map(batched=True)`` on both cores for larger datasets, and the result is cached (see
-:mod:`gym.data.cache`): a second run with the same data, tokenizer, template and ``max_length`` loads
-the prepared rows from disk without reading or converting anything.
+The one entry point trainers and `gym data preview` use. Rows travel as Python columns
+(:mod:`gym.data.columns`): below ``PARALLEL_FROM_ROWS`` they are tokenized in this process by two
+threads (one renders while the other is in the Rust tokenizer), above it in ``num_proc`` worker
+processes (:mod:`gym.data.workers`); skipped rows are counted and dropped, and the kept ones become
+one Arrow table. The result is cached (see :mod:`gym.data.cache`): a second run with the same data,
+tokenizer, template and ``max_length`` loads the prepared rows from disk without reading or
+converting anything.
 """
 
 from __future__ import annotations
@@ -15,15 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
-from gym.data.columns import Columns, examples_to_columns, map_batches, row_count, take, to_dataset
+from gym.data.columns import (
+    Columns,
+    arrow_columns,
+    examples_to_columns,
+    kept_rows,
+    map_batches,
+    row_count,
+    to_dataset,
+)
 from gym.data.loading import data_files, load_examples, local_path, split_eval
-from gym.data.report import BadExample, BadRow, DataReport, summary_text
+from gym.data.report import BadExample, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
 from gym.data.tokenize import (
-    KEPT,
     PROMPT_METHODS,
-    SKIPPED,
-    TRUNCATED,
     TokenizeSettings,
     tokenize_batch,
 )
@@ -188,57 +196,6 @@ def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_
         )
 
 
-def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
-    """Whole columns as Python lists, straight from Arrow (``dataset[name]`` formats row by row)."""
-    table = dataset.with_format("arrow")[:]
-    return [table.column(name).to_pylist() for name in names]
-
-
-def _account(
-    statuses: list[str],
-    sources: list[str],
-    indices: list[int],
-    full: list[int],
-    reports: dict[str, DataReport],
-) -> tuple[list[int], int, dict[str, list[int]]]:
-    """Count skipped and bad rows into their dataset's report.
-
-    Returns the positions of the kept rows, how many were truncated, and per dataset the whole length
-    of every row measured (kept or skipped as too long): what ``max_length`` would need to be to keep
-    them whole.
-    """
-    truncated = 0
-    lengths: dict[str, list[int]] = {}
-    keep: list[int] = []
-    for position, (status, source, index, length) in enumerate(
-        zip(statuses, sources, indices, full, strict=True)
-    ):
-        if status in KEPT:
-            keep.append(position)
-            lengths.setdefault(source, []).append(length)
-            truncated += status == TRUNCATED
-        elif status in SKIPPED:
-            lengths.setdefault(source, []).append(length)
-            reports[source].add_skipped(index, status)
-        else:
-            reason, _, detail = status.partition(": ")
-            reports[source].add_bad(index, BadRow(reason, detail))
-            reports[source].rows_kept -= 1
-    return keep, truncated, lengths
-
-
-def _kept_rows(
-    tokenized: Columns | Dataset, reports: dict[str, DataReport], fingerprint: str
-) -> tuple[Dataset, int, dict[str, list[int]]]:
-    """The kept rows as one Dataset, how many were truncated, and the measured lengths (see _account)."""
-    names = ("status", "source", "index", "full_length")
-    if isinstance(tokenized, dict):
-        keep, truncated, lengths = _account(*(tokenized[name] for name in names), reports)
-        return to_dataset(take(tokenized, keep), fingerprint), truncated, lengths
-    keep, truncated, lengths = _account(*_columns(tokenized, *names), reports)
-    return (tokenized if len(keep) == len(tokenized) else tokenized.select(keep)), truncated, lengths
-
-
 def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
     """The processor of a vision-language base (its image token counts decide the rows), else None."""
     if config.train.method == "pt":
@@ -329,7 +286,7 @@ def prepare_data(
 
             dataset = to_dataset(rows, fingerprint + "-text") if isinstance(rows, dict) else rows
             rows = expand_images(dataset, processor, tokenizer, settings.max_length)
-        return _kept_rows(rows, reports, fingerprint)
+        return kept_rows(rows, reports, fingerprint)
 
     train, truncated, lengths = tokenized(train_examples, "train")
     measured = [length for values in lengths.values() for length in values]  # skipped rows included
@@ -344,7 +301,7 @@ def prepare_data(
             evaluation = None
     for name, report in reports.items():
         report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)
-    kept_lengths, loss_tokens = _columns(train, "length", "loss_tokens")
+    kept_lengths, loss_tokens = arrow_columns(train, "length", "loss_tokens")
     stats = TokenStats.of(kept_lengths, sum(loss_tokens), truncated, measured, settings.limit)
     meta = {
         "reports": [asdict(r) for r in reports.values()],

@@ -1,7 +1,7 @@
 """Examples -> token ids and loss labels, per training method, without ever cutting an answer.
 
-Runs inside ``datasets.map(batched=True)``, so rows travel as flat columns (:func:`example_to_row`,
-conversations as JSON text: Arrow cannot hold the varying shapes of tool calls) and come back with
+Works on batches of flat columns (:func:`example_to_row`, conversations as JSON text: Arrow cannot hold
+the varying shapes of tool calls), in threads, worker processes or ``datasets.map``, and gives back
 ``input_ids``, ``labels``, ``length``, ``full_length`` and a ``status``. One rule for every method: a
 conversation longer than ``max_length`` loses its oldest exchanges first (counted as truncated);
 when even its last exchange does not fit, the row is skipped and counted, never cut in the middle of
