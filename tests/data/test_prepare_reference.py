@@ -180,3 +180,25 @@ def test_splice_needs_cuts_before_special_tokens(tmp_path: Path) -> None:
     text, spans = render_chat_generation(tokenizer, edited, jinja)
     encoding = tokenizer.backend_tokenizer.encode(whole_text, add_special_tokens=False)
     assert splice(whole_text, encoding, encoding.ids, whole_spans, text, spans, added) is None
+
+
+def test_held_out_rows_all_too_long_still_train_and_cache(tmp_path: Path) -> None:
+    """When every held-out row is skipped as too long, training goes on without an eval split; the
+    cache entry is complete (an empty saved split used to make it unreadable)."""
+    from gym.data.loading import split_eval
+
+    count = 8
+    config = _config(tmp_path, tmp_path / "rows.jsonl", "openai", "chatml", "eval_fraction = 0.25", 256)
+    _, held = split_eval(list(range(count)), 0.25, config.train.seed)  # the rows the seed holds out
+    rows = [
+        {"messages": _turns(1, 150 if index in held else 2)} for index in range(count)
+    ]  # held-out rows: one long exchange, nothing older to drop
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tokenizer = load_tokenizer(config)
+    first = prepare_data(config, tokenizer)
+    assert first.eval is None and len(first.train) == count - len(held)
+    summary = first.summary()
+    assert (summary["rows_skipped"], summary["rows_held_out"], summary["rows_trained"]) == (len(held), 0, 6)
+    again = prepare_data(config, tokenizer)
+    assert again.from_cache and again.eval is None and again.train.to_dict() == first.train.to_dict()
