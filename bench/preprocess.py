@@ -10,7 +10,10 @@ Cases (the tools alternate, median of ``--repeats`` runs each):
 - 4x alpaca with 2 workers each (Gym ``num_proc=2``, LLaMA-Factory ``preprocessing_num_workers=2``);
 - Gym's rows/s from 1k to 100k rows (alpaca repeated), with its default workers.
 LLaMA-Factory cuts over-long rows at the cutoff; Gym never cuts an answer (oldest exchanges are
-dropped, a row that cannot fit is skipped and counted).
+dropped, a row that cannot fit is skipped and counted). Besides rows/s (wall clock), each case prints
+the ratio of CPU seconds spent in the window (the process, its threads and its finished worker
+processes): on a shared machine wall time mostly measures the other users, CPU time the work done.
+It does not credit Gym for running tokenization and rendering side by side on two cores.
 
     python bench/preprocess.py [--repeats 3] [--cutoff 2048] [--scale 1,10,100] [--build-peers]
 """
@@ -33,21 +36,34 @@ CASES = {  # name: (fixture file, Gym format, template, extra Gym keys)
                                 'columns = { messages = "conversations", tools = "tools" }'),
 }  # fmt: skip
 
-GYM = """
+CPU = """
+import resource, time
+def cpu():  # this process (all its threads) and its finished children (worker processes)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+"""
+
+GYM = (
+    CPU
+    + """
 import json, sys, time
+import datasets  # imported before the window, as LLaMA-Factory's own imports load it (Gym imports it lazily)
 from gym.config import load_config
 from gym.data.prepare import prepare_data
 from gym.model.loading import load_tokenizer
 config = load_config(sys.argv[1])
 tokenizer = load_tokenizer(config)
-started = time.perf_counter()
+started, cpu_started = time.perf_counter(), cpu()
 prepared = prepare_data(config, tokenizer, num_proc=int(sys.argv[2]) or None)
-seconds = time.perf_counter() - started
-print("RESULT", json.dumps({"seconds": seconds, "rows": sum(r.rows_read for r in prepared.reports),
-                            "kept": len(prepared.train)}))
+seconds, cpu_seconds = time.perf_counter() - started, cpu() - cpu_started
+print("RESULT", json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
+                            "rows": sum(r.rows_read for r in prepared.reports), "kept": len(prepared.train)}))
 """
+)
 
-LLAMAFACTORY = """
+LLAMAFACTORY = (
+    CPU
+    + """
 import json, sys, tempfile, time
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
@@ -59,11 +75,12 @@ args = dict(stage="sft", do_train=True, model_name_or_path=model_dir, dataset=da
 model_args, data_args, training_args, finetuning_args, _ = get_train_args(args)
 tokenizer = load_tokenizer(model_args)
 template = get_template_and_fix_tokenizer(tokenizer["tokenizer"], data_args)
-started = time.perf_counter()
+started, cpu_started = time.perf_counter(), cpu()
 module = get_dataset(template, model_args, data_args, training_args, stage="sft", **tokenizer)
-seconds = time.perf_counter() - started
-print("RESULT", json.dumps({"seconds": seconds, "kept": len(module["train_dataset"])}))
+seconds, cpu_seconds = time.perf_counter() - started, cpu() - cpu_started
+print("RESULT", json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "kept": len(module["train_dataset"])}))
 """
+)
 
 
 def write_data(folder: Path, name: str, copies: int) -> str:
@@ -128,8 +145,12 @@ def compare(folder: Path, python: Path | None, name: str, copies: int, cutoff: i
     rows = gym_runs[0]["rows"]
     gym_rate = rows / median_of(gym_runs, "seconds")
     lf_rate = rows / median_of(lf_runs, "seconds") if lf_runs else None
+    gym_cpu = median_of(gym_runs, "cpu_seconds")
+    lf_cpu = median_of(lf_runs, "cpu_seconds") if lf_runs else None
     return {"case": f"{name} x{copies}", "rows": rows, "workers": workers, "gym_rows_per_s": round(gym_rate),
             "llamafactory_rows_per_s": round(lf_rate) if lf_rate else None, "ratio": ratio(gym_rate, lf_rate),
+            "gym_cpu_s": round(gym_cpu, 3), "llamafactory_cpu_s": round(lf_cpu, 3) if lf_cpu else None,
+            "cpu_ratio": ratio(1 / gym_cpu, 1 / lf_cpu if lf_cpu else None),
             "gym_kept": gym_runs[0]["kept"], "llamafactory_kept": lf_runs[0]["kept"] if lf_runs else None}  # fmt: skip
 
 
@@ -162,11 +183,13 @@ def main() -> list[dict[str, Any]]:
     print(
         f"preprocessing, cutoff {args.cutoff}, cold cache, median of {args.repeats}; target >= 3x LLaMA-Factory"
     )
-    print(f"{'case':58s} {'workers':>7s} {'Gym rows/s':>11s} {'LF rows/s':>10s} {'ratio':>7s}")
+    print(
+        f"{'case':58s} {'workers':>7s} {'Gym rows/s':>11s} {'LF rows/s':>10s} {'ratio':>7s} {'CPU-s ratio':>11s}"
+    )
     for row in rows:
         lf = row.get("llamafactory_rows_per_s")
         print(f"{row['case']:58s} {row.get('workers', 'auto')!s:>7s} {row['gym_rows_per_s']:>11,} "
-              f"{(f'{lf:,}' if lf else '-'):>10s} {row.get('ratio', '-'):>7s}")  # fmt: skip
+              f"{(f'{lf:,}' if lf else '-'):>10s} {row.get('ratio', '-'):>7s} {row.get('cpu_ratio', '-'):>11s}")  # fmt: skip
     print("RESULT " + json.dumps(rows))
     return rows
 

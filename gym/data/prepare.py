@@ -1,9 +1,12 @@
 """`prepare_data`: every ``[[datasets]]`` entry loaded, converted, templated, tokenized and masked.
 
-The one entry point trainers and `gym data preview` use. Tokenization runs through
-``datasets.map(batched=True)`` on both cores for larger datasets, and the result is cached (see
-:mod:`gym.data.cache`): a second run with the same data, tokenizer, template and ``max_length`` loads
-the prepared rows from disk without reading or converting anything.
+The one entry point trainers and `gym data preview` use. Rows travel as Python columns
+(:mod:`gym.data.columns`): below ``PARALLEL_FROM_ROWS`` they are tokenized in this process by two
+threads (one renders while the other is in the Rust tokenizer), above it in ``num_proc`` worker
+processes (:mod:`gym.data.workers`); skipped rows are counted and dropped, and the kept ones become
+one Arrow table. The result is cached (see :mod:`gym.data.cache`): a second run with the same data,
+tokenizer, template and ``max_length`` loads the prepared rows from disk without reading or
+converting anything.
 """
 
 from __future__ import annotations
@@ -15,18 +18,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
+from gym.data.columns import (
+    Columns,
+    arrow_columns,
+    examples_to_columns,
+    kept_rows,
+    map_batches,
+    row_count,
+    to_dataset,
+)
 from gym.data.loading import data_files, load_examples, local_path, split_eval
-from gym.data.report import BadExample, BadRow, DataReport, summary_text
+from gym.data.report import BadExample, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
 from gym.data.tokenize import (
-    KEPT,
     PROMPT_METHODS,
-    SKIPPED,
-    TRUNCATED,
     TokenizeSettings,
-    example_to_row,
     tokenize_batch,
 )
+from gym.data.workers import tokenize_in_workers
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 PARALLEL_FROM_ROWS = 2000  # below this, starting worker processes costs more than it saves
+SHARD_ROWS = 1024  # rows per task sent to a worker process
 
 
 @dataclass
@@ -161,60 +171,29 @@ def _load_cached(folder: Path) -> PreparedData:
     )
 
 
-def _tokenize(
-    rows: list[dict[str, Any]], tokenizer: Any, settings: TokenizeSettings, num_proc: int
-) -> Dataset:
-    from datasets import Dataset
-    from datasets.utils import logging as ds_logging
+def _progress(total: int, desc: str) -> Any:
+    """The tokenizing bar, drawn as `datasets` draws its own (shown even where its bars are off)."""
+    from tqdm.auto import tqdm
 
-    dataset = Dataset.from_list(rows)
-    workers = num_proc if len(rows) >= PARALLEL_FROM_ROWS else 1
-    bars = ds_logging.is_progress_bar_enabled()
-    if not bars:
-        ds_logging.enable_progress_bar()
-    try:
-        return dataset.map(
-            tokenize_batch,
-            batched=True,
-            batch_size=256,
-            num_proc=workers if workers > 1 else None,
-            fn_kwargs={"tokenizer": tokenizer, "settings": settings},
-            load_from_cache_file=False,
-            desc=f"tokenizing {len(rows)} rows",
+    return tqdm(total=total, desc=desc, unit=" examples")
+
+
+def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_proc: int) -> Columns:
+    """Tokenized rows as Python columns, in this process or in ``num_proc`` worker processes."""
+    count = row_count(columns)
+    workers = num_proc if count >= PARALLEL_FROM_ROWS else 1
+    with _progress(count, f"tokenizing {count} rows") as bar:
+        if workers > 1:
+            return tokenize_in_workers(columns, tokenizer, settings, workers, SHARD_ROWS, bar.update)
+        # Two threads: one batch renders (Python, GIL) while the other is tokenized (Rust, GIL released,
+        # itself spread over the cores); batches of 64 to 1024 rows, so even 300 rows overlap.
+        return map_batches(
+            columns,
+            lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
+            max(64, min(1024, -(-count // 8))),
+            bar.update,
+            threads=min(2, os.cpu_count() or 1),
         )
-    finally:
-        if not bars:
-            ds_logging.disable_progress_bar()
-
-
-def _columns(dataset: Dataset, *names: str) -> list[list[Any]]:
-    """Whole columns as Python lists, straight from Arrow (``dataset[name]`` formats row by row)."""
-    table = dataset.with_format("arrow")[:]
-    return [table.column(name).to_pylist() for name in names]
-
-
-def _account(tokenized: Dataset, reports: dict[str, DataReport]) -> tuple[Dataset, int, dict[str, list[int]]]:
-    """Count skipped rows into their dataset's report; drop them.
-
-    Returns the kept rows, how many were truncated, and per dataset the whole length of every row
-    measured (kept or skipped as too long): what ``max_length`` would need to be to keep them whole.
-    """
-    statuses, sources, indices, full = _columns(tokenized, "status", "source", "index", "full_length")
-    truncated = 0
-    lengths: dict[str, list[int]] = {}
-    for status, source, index, length in zip(statuses, sources, indices, full, strict=True):
-        if status in KEPT or status in SKIPPED:
-            lengths.setdefault(source, []).append(length)
-        if status == TRUNCATED:
-            truncated += 1
-        elif status in SKIPPED:
-            reports[source].add_skipped(index, status)
-        elif status not in KEPT:
-            reason, _, detail = status.partition(": ")
-            reports[source].add_bad(index, BadRow(reason, detail))
-            reports[source].rows_kept -= 1
-    keep = [i for i, status in enumerate(statuses) if status in KEPT]
-    return (tokenized if len(keep) == len(statuses) else tokenized.select(keep)), truncated, lengths
 
 
 def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
@@ -287,36 +266,42 @@ def prepare_data(
         return checked(_load_cached(folder), config, check)
 
     reports: dict[str, DataReport] = {}
-    train_rows: list[dict[str, Any]] = []
-    eval_rows: list[dict[str, Any]] = []
+    train_examples: list[Any] = []
+    eval_examples: list[Any] = []
     for dataset in config.datasets:
         examples, report = load_examples(dataset, config.base_dir)
         reports[str(dataset.name)] = report
         processor = _vision_examples(examples, reports, config, processor, tokenizer)
         train_part, eval_part = split_eval(examples, dataset.eval_fraction, config.train.seed)
-        train_rows.extend(example_to_row(e) for e in train_part)
-        eval_rows.extend(example_to_row(e) for e in eval_part)
+        train_examples.extend(train_part)
+        eval_examples.extend(eval_part)
 
     workers = num_proc or min(2, os.cpu_count() or 1)
 
-    def tokenized(rows: list[dict[str, Any]]) -> Dataset:
-        dataset = _tokenize(rows, tokenizer, settings, workers)
-        if processor is None:
-            return dataset
-        from gym.data.vision import expand_images
+    def tokenized(examples: list[Any], split: str) -> tuple[Dataset, int, dict[str, list[int]]]:
+        fingerprint = f"{folder.name}-{split}"
+        rows = _tokenize(examples_to_columns(examples), tokenizer, settings, workers)
+        if processor is not None:
+            from gym.data.vision import expand_images
 
-        return expand_images(dataset, processor, tokenizer, settings.max_length)
+            dataset = to_dataset(rows, fingerprint + "-text") if isinstance(rows, dict) else rows
+            rows = expand_images(dataset, processor, tokenizer, settings.max_length)
+        return kept_rows(rows, reports, fingerprint)
 
-    train, truncated, lengths = _account(tokenized(train_rows), reports)
+    train, truncated, lengths = tokenized(train_examples, "train")
     measured = [length for values in lengths.values() for length in values]  # skipped rows included
     evaluation = None
-    if eval_rows:
-        evaluation, _, held_out = _account(tokenized(eval_rows), reports)
+    if eval_examples:
+        evaluation, _, held_out = tokenized(eval_examples, "eval")
         for source, values in held_out.items():
             lengths.setdefault(source, []).extend(values)
+        if (
+            len(evaluation) == 0
+        ):  # every held-out row skipped: `datasets` cannot read back a saved empty split
+            evaluation = None
     for name, report in reports.items():
         report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)
-    kept_lengths, loss_tokens = _columns(train, "length", "loss_tokens")
+    kept_lengths, loss_tokens = arrow_columns(train, "length", "loss_tokens")
     stats = TokenStats.of(kept_lengths, sum(loss_tokens), truncated, measured, settings.limit)
     meta = {
         "reports": [asdict(r) for r in reports.values()],

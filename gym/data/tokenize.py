@@ -1,7 +1,7 @@
 """Examples -> token ids and loss labels, per training method, without ever cutting an answer.
 
-Runs inside ``datasets.map(batched=True)``, so rows travel as flat columns (:func:`example_to_row`,
-conversations as JSON text: Arrow cannot hold the varying shapes of tool calls) and come back with
+Works on batches of flat columns (:func:`example_to_row`, conversations as JSON text: Arrow cannot hold
+the varying shapes of tool calls), in threads, worker processes or ``datasets.map``, and gives back
 ``input_ids``, ``labels``, ``length``, ``full_length`` and a ``status``. One rule for every method: a
 conversation longer than ``max_length`` loses its oldest exchanges first (counted as truncated);
 when even its last exchange does not fit, the row is skipped and counted, never cut in the middle of
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym.data.example import Example
+from gym.data.splice import AddedTokens, splice
 from gym.data.templates import IGNORE_INDEX, assistant_spans
 from gym.data.templates.masks import encode_texts, labels_for_encoding
 from gym.data.templates.render import render_chat
@@ -78,9 +79,41 @@ class TokenizeSettings:
 
 PROMPT_METHODS = ("grpo", "ppo")
 PAIRED_METHODS = ("dpo", "rm")  # trained on both answers: both sequences must fit
-# What a row measured against max_length is: the Rust encoding and assistant spans of its first
-# sequence (prompt + chosen answer for preference rows), and the length of its longest sequence.
-Measured = tuple[Any, list[tuple[int, int]], int]
+
+
+@dataclass
+class Measured:
+    """One row (or one candidate suffix of it) rendered and measured against ``max_length``.
+
+    ``text``, ``encoding`` and ``spans`` are those of its first sequence (prompt + chosen answer for
+    preference rows); ``length`` is the length of its longest sequence. A candidate measured by
+    :func:`~gym.data.splice.splice` has no encoding of its own: its tokens are ``source``'s with the
+    tokens ``cut`` = (i, j) taken out.
+    """
+
+    text: str
+    spans: list[tuple[int, int]]
+    length: int
+    encoding: Any = None
+    sequences: int = 1
+    source: Measured | None = None
+    cut: tuple[int, int] | None = None
+    _tokens: tuple[Any, Any] | None = None
+
+    def tokens(self) -> tuple[Any, Any]:
+        """``(input_ids, labels)`` as int32 arrays (labels copy the ids inside the assistant spans)."""
+        if self._tokens is None:
+            if self.source is None or self.cut is None:
+                self._tokens = labels_for_encoding(self.encoding, self.spans)
+            else:
+                import numpy as np
+
+                (ids, labels), (i, j) = self.source.tokens(), self.cut
+                self._tokens = np.concatenate([ids[:i], ids[j:]]), np.concatenate([labels[:i], labels[j:]])
+        return self._tokens
+
+    def ids(self) -> Any:
+        return self.tokens()[0]
 
 
 def _exchange_starts(messages: list[dict[str, Any]]) -> list[int]:
@@ -127,33 +160,62 @@ class _Shape:
         return self.head + self.body[start:] + self.tail
 
 
+def _spliced(whole: Measured | None, text: str, spans: list[tuple[int, int]], added: AddedTokens | None
+             ) -> Measured | None:  # fmt: skip
+    """``text`` measured from the tokens of ``whole`` (the same row before any exchange was dropped)."""
+    if whole is None or added is None or whole.sequences != 1 or whole.encoding is None:
+        return None
+    cut = splice(whole.text, whole.encoding, whole.ids(), whole.spans, text, spans, added)
+    if cut is None:
+        return None
+    i, j = cut
+    return Measured(text, spans, i + len(whole.encoding) - j, source=whole, cut=cut)
+
+
 def _measure(
-    tokenizer: Any, items: list[tuple[_Shape, int]], settings: TokenizeSettings
+    tokenizer: Any,
+    items: list[tuple[_Shape, int]],
+    settings: TokenizeSettings,
+    wholes: list[Measured] | None = None,
+    added: AddedTokens | None = None,
 ) -> list[Measured | str]:
-    """Each (shape, start) rendered and tokenized, every sequence of every row in one tokenizer call."""
-    plans: list[list[tuple[str, list[tuple[int, int]]]] | str] = []
+    """Each (shape, start) rendered and tokenized, every sequence of every row in one tokenizer call.
+
+    With ``wholes`` (each row measured whole), a candidate that is its whole text with a stretch taken
+    out at special tokens is measured from those tokens instead (:mod:`gym.data.splice`).
+    """
+    results: list[Measured | str | None] = []
+    plans: list[list[tuple[str, list[tuple[int, int]]]]] = []
     texts: list[str] = []
-    for shape, start in items:
+    for number, (shape, start) in enumerate(items):
         rendered = [
             _render(tokenizer, sequence, shape.tools, settings) for sequence in shape.sequences(start)
         ]
         failed = next((item for item in rendered if isinstance(item, str)), None)
         if failed is not None:
-            plans.append(failed)
+            results.append(failed)
             continue
+        if len(rendered) == 1 and wholes is not None:
+            text, spans = rendered[0]  # type: ignore[misc]
+            spliced = _spliced(wholes[number], text, spans, added)
+            if spliced is not None:
+                results.append(spliced)
+                continue
+        results.append(None)
         plans.append(rendered)  # type: ignore[arg-type]
         texts.extend(text for text, _ in rendered)  # type: ignore[misc]
-    encodings = encode_texts(tokenizer, texts)
-    results: list[Measured | str] = []
-    position = 0
-    for plan in plans:
-        if isinstance(plan, str):
-            results.append(plan)
+    encodings = iter(encode_texts(tokenizer, texts))
+    plan_iter = iter(plans)
+    measured: list[Measured | str] = []
+    for result in results:
+        if result is not None:
+            measured.append(result)
             continue
-        sequences = encodings[position : position + len(plan)]
-        position += len(plan)
-        results.append((sequences[0], plan[0][1], max(len(sequence) for sequence in sequences)))
-    return results
+        plan = next(plan_iter)
+        sequences = [next(encodings) for _ in plan]
+        (text, spans), first = plan[0], sequences[0]
+        measured.append(Measured(text, spans, max(len(e) for e in sequences), first, len(plan)))
+    return measured
 
 
 class _Fit:
@@ -162,11 +224,13 @@ class _Fit:
     The last exchange alone is tried first (most over-long rows stop there); otherwise a binary search
     finds the fewest oldest exchanges to drop, so a long conversation costs O(log turns) renders
     rather than one per turn. :func:`_fit_rows` runs the searches of many rows in lockstep, so each
-    round tokenizes its candidates in one batch call, and labels only the winner.
+    round tokenizes its candidates in one batch call (candidates that :mod:`gym.data.splice` can
+    measure from the whole row's tokens are not tokenized at all), and labels only the winner.
     """
 
-    def __init__(self, shape: _Shape) -> None:
+    def __init__(self, shape: _Shape, whole: Measured) -> None:
         self.shape = shape
+        self.whole = whole
         self.starts = shape.starts
         self.best: tuple[Measured, int] | None = None
         self.status = TOO_LONG
@@ -195,23 +259,26 @@ class _Fit:
         """(ids, labels, status, start of the kept exchanges)."""
         if self.best is None:
             return [], [], self.status, 0
-        (encoding, spans, _), start = self.best
-        ids, labels = labels_for_encoding(encoding, spans)
+        measured, start = self.best
+        ids, labels = measured.tokens()
         return ids, labels, self.status, start
 
 
 def _fit_rows(
-    tokenizer: Any, shapes: list[_Shape], settings: TokenizeSettings, too_long: str
+    tokenizer: Any, shapes: list[_Shape], wholes: list[Measured], settings: TokenizeSettings, too_long: str
 ) -> list[tuple[list[int], list[int], str, int]]:
     """Tokens of the longest suffix of whole exchanges whose every sequence fits, per row (system kept).
 
     Called only for rows already known to be too long whole; see :class:`_Fit`.
     """
-    fits = [_Fit(shape) for shape in shapes]
+    fits = [_Fit(shape, whole) for shape, whole in zip(shapes, wholes, strict=True)]
+    added = AddedTokens.of(tokenizer) if fits else None
     while todo := [fit for fit in fits if fit.next is not None]:
-        measured = _measure(tokenizer, [(fit.shape, fit.start) for fit in todo], settings)
+        measured = _measure(
+            tokenizer, [(fit.shape, fit.start) for fit in todo], settings, [fit.whole for fit in todo], added
+        )
         for fit, item in zip(todo, measured, strict=True):
-            fit.record(item if isinstance(item, str) or item[2] <= settings.limit else too_long)
+            fit.record(item if isinstance(item, str) or item.length <= settings.limit else too_long)
     results = [fit.result() for fit in fits]
     return [
         (ids, labels, too_long if status == TOO_LONG else status, start)
@@ -293,16 +360,21 @@ def tokenize_rows(
         if isinstance(item, str):
             results.append([{"input_ids": [], "labels": [], "status": item, "full_length": 0}])
             continue
-        encoding, spans, longest = item
-        if longest <= settings.limit:
-            result = _with_status(*labels_for_encoding(encoding, spans), OK, settings.method)
+        if item.length <= settings.limit:
+            result = _with_status(*item.tokens(), OK, settings.method)
         elif len(shape.starts) < 2:
             result = _with_status([], [], too_long, settings.method)  # nothing older to drop
         else:
             over_long.append(number)
             result = {}
-        results.append([{**result, "full_length": longest}])
-    fitted = _fit_rows(tokenizer, [shapes[number] for number in over_long], settings, too_long)
+        results.append([{**result, "full_length": item.length}])
+    fitted = _fit_rows(
+        tokenizer,
+        [shapes[n] for n in over_long],
+        [whole[n] for n in over_long],
+        settings,
+        too_long,  # type: ignore[misc]
+    )
     for number, (ids, labels, status, start) in zip(over_long, fitted, strict=True):
         kept = {"messages": json.dumps(shapes[number].kept(start), ensure_ascii=False)} if len(ids) else {}
         results[number][0].update(_with_status(ids, labels, status, settings.method), **kept)

@@ -201,6 +201,39 @@ def test_render_chat_is_apply_chat_template(tokenizer, name: str) -> None:
     assert render_chat(tokenizer, messages, jinja, tools=tools) == hf
 
 
+@pytest.mark.parametrize("name", NAMED_TEMPLATES)
+def test_named_templates_render_outside_the_sandbox_exactly_as_transformers(name: str) -> None:
+    """Gym's own templates skip the Jinja sandbox (gym/data/templates/trusted.py): same text, same
+    generation spans and same refusals as transformers' sandboxed ``render_jinja_template``."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from gym.data.templates.render import render_chat_generation
+    from gym.data.templates.trusted import is_trusted
+
+    jinja = TEMPLATES[name].jinja
+    assert is_trusted(jinja) and not is_trusted(jinja + " ")
+    compared = 0
+    for case, (messages, tools) in BATTERY.items():
+        for generation in (True, False):
+            for variant in VARIANTS:
+                kwargs = {**SPECIAL[name], **variant}
+                try:
+                    texts, spans = render_jinja_template(
+                        [messages], tools=tools, chat_template=jinja, return_assistant_tokens_mask=True,
+                        add_generation_prompt=generation, **kwargs,
+                    )  # fmt: skip
+                    expected: object = (texts[0], [tuple(span) for span in spans[0]])
+                except Exception as error:
+                    expected = type(error)
+                try:
+                    got: object = render_chat_generation(None, messages, jinja, tools, generation, **kwargs)
+                except Exception as error:
+                    got = type(error)
+                assert got == expected, f"{name} {case} gen={generation} {variant}"
+                compared += isinstance(expected, tuple) and bool(expected[1])
+    assert compared >= 10  # generation spans really compared, not only refusals
+
+
 def labelled_spans(tokenizer, input_ids: list[int], labels: list[int]) -> list[str]:
     """The decoded text of each contiguous run of loss-carrying tokens."""
     runs: list[list[int]] = [[]]
