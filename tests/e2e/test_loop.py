@@ -42,6 +42,7 @@ template = "chatml"
 [[datasets]]
 path = "data/train.jsonl"
 format = "alpaca"
+eval_fraction = 0.25  # the held-out loss: a score that is not 0.0 before and after 4 steps
 
 [train]
 method = "sft"
@@ -190,6 +191,7 @@ def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(lo
     # the same numbers in the action's output, eval_results.json, the card's model-index and .eval_results/
     results = json.loads(model["eval_results.json"])
     action_results = json.loads(outputs(env)["results-json"])[0]["results"]
+    assert e2e.json_scores(results).get("held-out", 0.0) > 0.0  # a real number, not a 0.0 that always matches
     assert e2e.json_scores(action_results) == e2e.json_scores(results)
     assert e2e.card_scores(model["README.md"].decode()) == e2e.json_scores(results)
     assert e2e.eval_results_scores(model) == e2e.json_scores(results)
@@ -245,7 +247,10 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     assert job_record is not None and job_record.ended and job_record.state == "finished"
     assert job_record.job_id == str(job.job_id)
     results = json.loads((job.node_dir / "outputs" / "support-bot" / "eval_results.json").read_text())
-    assert e2e.comment_scores(body) == e2e.json_scores(results) and e2e.json_scores(results)
+    assert e2e.json_scores(results).get("held-out", 0.0) > 0.0
+    shown, recorded = e2e.comment_scores(body), e2e.json_scores(results)
+    assert shown.keys() == recorded.keys()  # the comment's table shows 4 decimals
+    assert all(abs(shown[task] - recorded[task]) <= 0.5e-4 + 1e-9 for task in shown), (shown, recorded)
     states = [(s["state"], s["context"]) for s in github.statuses]
     assert states == [("pending", "gym / gym.toml"), ("success", "gym / gym.toml")]
     assert all(s["sha"] == "a" * 40 for s in github.statuses)
