@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import FIXTURES, MODELS, llamafactory_python, log, median_of, ratio, run_result, thread_env  # noqa: E402
 
 BATCH, LR, CUTOFF, RANK = 8, 1e-4, 128, 8
+PACK_CUTOFF, PACK_ROWS = 512, 240  # the packing comparison: variable-length rows (up to 512 tokens)
 
 TRL = """
 import json, sys, time
@@ -62,8 +63,10 @@ print("RESULT", json.dumps({"tokens": tokens, "seconds": output.metrics["train_r
 """ % {"batch": BATCH, "lr": LR, "cutoff": CUTOFF, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (braces)
 
 
-def fitting_rows(folder: Path, model_dir: Path) -> Path:
-    """alpaca_en_demo rows whose chatml rendering fits the cutoff (whole, for every tool)."""
+def fitting_rows(
+    folder: Path, model_dir: Path, cutoff: int = CUTOFF, name: str = "fit", limit: int | None = None
+) -> Path:
+    """alpaca_en_demo rows whose chatml rendering fits ``cutoff`` (whole, for every tool); the first ``limit``."""
     from transformers import AutoTokenizer
 
     from gym.data.templates import TEMPLATES
@@ -78,17 +81,20 @@ def fitting_rows(folder: Path, model_dir: Path) -> Path:
             messages, chat_template=TEMPLATES["chatml"].jinja, tokenize=False
         )
         if (
-            len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= CUTOFF - 8
+            len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= cutoff - 8
         ):  # margin: LF's own template
             kept.append(row)
-    path = folder / "fit.json"
+    kept = kept[:limit]
+    path = folder / f"{name}.json"
     path.write_text(json.dumps(kept, ensure_ascii=False))
-    (folder / "dataset_info.json").write_text(json.dumps({"fit": {"file_name": "fit.json"}}))
-    log(f"{len(kept)} alpaca rows fit {CUTOFF} tokens")
+    (folder / "dataset_info.json").write_text(json.dumps({name: {"file_name": path.name}}))
+    log(f"{len(kept)} alpaca rows fit {cutoff} tokens")
     return path
 
 
-def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
+def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None, *,
+            cutoff: int = CUTOFF, packing: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One ``gym train``; ``steps`` 0: one epoch over the rows (the packing comparison: the same rows)."""
     out = folder / "gym-out"
     config = folder / "gym.toml"
     config.write_text(f"""
@@ -104,13 +110,15 @@ format = "alpaca"
 [train]
 method = "sft"
 adapter = "lora"
-max_steps = {steps}
+max_steps = {steps or -1}
+epochs = 1
 batch_size = {BATCH}
 gradient_accumulation_steps = 1
 learning_rate = {LR}
 lr_scheduler = "constant"
 warmup_ratio = 0.0
-max_length = {CUTOFF}
+max_length = {cutoff}
+packing = {str(packing).lower()}
 gradient_checkpointing = false
 save_steps = 100000
 logging_steps = 10
@@ -190,12 +198,17 @@ def main() -> list[dict[str, Any]]:
     parser.add_argument("--threads", default="default,1")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument(
+        "--packing", default="tiny", help="models of the packed-vs-unpacked comparison ('none': skip)"
+    )
+    parser.add_argument("--pack-cutoff", type=int, default=PACK_CUTOFF)
+    parser.add_argument("--pack-rows", type=int, default=PACK_ROWS)
     args = parser.parse_args()
     python = llamafactory_python()
     if python is None:
         log("LLaMA-Factory's venv is missing (make bench builds it): Gym and TRL only")
     table = []
-    for model in args.models.split(","):
+    for model in [m for m in args.models.split(",") if m != "none"]:
         model_dir = MODELS[model]()
         for setting in args.threads.split(","):
             threads = None if setting == "default" else int(setting)
@@ -232,7 +245,43 @@ def main() -> list[dict[str, Any]]:
               f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
               f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s "
               f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s")  # fmt: skip
-    print("RESULT " + json.dumps(table))
+    packing = packing_table(args)
+    print("RESULT " + json.dumps(table + packing))
+    return table + packing
+
+
+def packing_table(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Gym packed vs unpacked: one epoch over the same variable-length rows, alternated, non-pad tokens/s."""
+    table = []
+    for model in [m for m in args.packing.split(",") if m != "none"]:
+        model_dir = MODELS[model]()
+        for setting in args.threads.split(","):
+            threads = None if setting == "default" else int(setting)
+            runs: dict[str, list[dict[str, Any]]] = {"unpacked": [], "packed": []}
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = Path(tmp)
+                rows = fitting_rows(folder, model_dir, args.pack_cutoff, "vary", args.pack_rows)
+                for _ in range(args.repeats):
+                    for packed in (False, True):
+                        run = gym_run(
+                            folder, model_dir, rows, 0, threads, cutoff=args.pack_cutoff, packing=packed
+                        )
+                        runs["packed" if packed else "unpacked"].append(run)
+                    log(json.dumps({k: v[-1] for k, v in runs.items()}))
+            rate = {k: sorted(r["tokens"] / r["seconds"] for r in v)[len(v) // 2] for k, v in runs.items()}
+            table.append({"model": model, "threads": setting, "comparison": "packing",
+                          **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
+                          "packed_vs_unpacked": ratio(rate["packed"], rate["unpacked"]),
+                          "tokens": runs["packed"][-1]["tokens"]})  # fmt: skip
+    if table:
+        print(f"Gym SFT LoRA r{RANK}, packed vs unpacked, one epoch over {args.pack_rows} alpaca rows that fit "
+              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target >= 1.5x")  # fmt: skip
+        print(
+            f"{'model':5s} {'threads':>7s} {'unpacked tok/s':>15s} {'packed tok/s':>13s} {'packed/unpacked':>16s}"
+        )
+        for row in table:
+            print(f"{row['model']:5s} {row['threads']:>7s} {row['unpacked_tok_per_s']:>15,} "
+                  f"{row['packed_tok_per_s']:>13,} {row['packed_vs_unpacked']:>16s}")  # fmt: skip
     return table
 
 

@@ -145,6 +145,28 @@ def padding_free(ctx: TrainContext) -> bool:
     return use_packed_attention(ctx.model) or ctx.config.train.packing
 
 
+def pack_rows(rows: Any, max_length: int) -> Any:
+    """Rows packed best-fit-decreasing into rows of at most ``max_length`` tokens (TRL's ``pack_dataset``),
+    each with its samples' ``seq_lengths``. Gym's prepared rows never exceed ``max_length``, so no sample is
+    cut: a row is only ever placed whole."""
+    from trl import pack_dataset
+
+    packed = pack_dataset(rows, max_length, strategy="bfd")
+    if token_count(packed) != token_count(rows):
+        raise ValueError("packing lost tokens: a prepared row is longer than train.max_length")
+    return packed
+
+
+def token_count(rows: Any) -> int:
+    import pyarrow.compute as pc
+
+    arrow = rows.with_format("arrow")
+    return sum(
+        pc.sum(pc.list_value_length(batch["input_ids"])).as_py() or 0
+        for batch in arrow.iter(batch_size=10_000)
+    )
+
+
 def build_sft(ctx: TrainContext) -> Any:
     from trl import SFTConfig
 
@@ -162,6 +184,8 @@ def build_sft(ctx: TrainContext) -> Any:
         collator, columns = vision_collator(ctx), [*TOKEN_COLUMNS, "images"]
         processing_class = collator.processor  # TRL checks a processor goes with image rows
     train = ctx.data.train.select_columns(columns)
+    if config.train.packing:
+        train = pack_rows(train, config.train.max_length)
     evaluation = ctx.data.eval.select_columns(columns) if ctx.data.eval is not None else None
     return _trainer_class()(
         model=ctx.model,
