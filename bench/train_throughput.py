@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -61,6 +62,23 @@ output = trainer.train()
 tokens = max((e.get("num_tokens", 0) for e in trainer.state.log_history), default=0)
 print("RESULT", json.dumps({"tokens": tokens, "seconds": output.metrics["train_runtime"]}))
 """ % {"batch": BATCH, "lr": LR, "cutoff": CUTOFF, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (braces)
+
+
+LLAMAFACTORY_TRAIN = """
+import json, sys, time
+import yaml
+from transformers import TrainerCallback
+from llamafactory.train.tuner import run_exp
+
+class TrainCpu(TrainerCallback):  # process CPU time over on_train_begin..on_train_end, as Gym records it
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.process_time()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        json.dump({"cpu": time.process_time() - self.started}, open(sys.argv[2], "w"))
+
+run_exp(yaml.safe_load(open(sys.argv[1])), callbacks=[TrainCpu()])
+"""
 
 
 def fitting_rows(
@@ -134,7 +152,7 @@ dropout = 0.0
         )
     results = json.loads((out / "train_results.json").read_text())
     return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
-            "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
+            "train_cpu": results.get("train_cpu_seconds"), "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
 def llamafactory_run(
@@ -174,15 +192,18 @@ report_to: none
 dataloader_num_workers: 0
 seed: 42
 """)
-    cli = python.with_name("llamafactory-cli")
+    # What `llamafactory-cli train` runs on one device (run_exp, in process), with one callback added
+    # that records the training window's CPU time the way Gym's train_results.json does.
+    cpu_file = folder / "lf-train-cpu.json"
     with tempfile.TemporaryDirectory() as cache:
         env = thread_env(threads, HF_DATASETS_CACHE=cache, HF_HOME=f"{cache}/hf")
         env.pop("PYTHONPATH")
-        run = run_result([str(cli), "train", str(config)], env)
+        run = run_result([str(python), "-c", LLAMAFACTORY_TRAIN, str(config), str(cpu_file)], env)
     metrics = json.loads((out / "train_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
     tokens = max((e.get("num_input_tokens_seen", 0) for e in state["log_history"]), default=0)
-    return {"tokens": tokens, "seconds": metrics["train_runtime"], "wall": run["wall"], "cpu": run["cpu"]}
+    return {"tokens": tokens, "seconds": metrics["train_runtime"], "train_cpu": json.loads(cpu_file.read_text())["cpu"],
+            "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
 def trl_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
@@ -226,11 +247,15 @@ def main() -> list[dict[str, Any]]:
                     log(json.dumps({k: v[-1] for k, v in runs.items() if v}))
             rates = {k: [r["tokens"] / r["seconds"] for r in v] for k, v in runs.items() if v}
             rate = {k: sorted(v)[len(v) // 2] for k, v in rates.items()}
+            per_cpu = {k: statistics.median(r["tokens"] / r["train_cpu"] for r in v)
+                       for k, v in runs.items() if v and all(r.get("train_cpu") for r in v)}  # fmt: skip
             best_peer = max((v for k, v in rate.items() if k != "gym"), default=None)
             table.append({
                 "model": model, "threads": setting, **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
                 "gym_vs_llamafactory": ratio(rate["gym"], rate.get("llamafactory")),
                 "gym_vs_best_peer": ratio(rate["gym"], best_peer),
+                **{f"{k}_tok_per_cpu_s": round(v) for k, v in per_cpu.items()},
+                "gym_vs_llamafactory_per_cpu_s": ratio(per_cpu.get("gym", 0), per_cpu.get("llamafactory")),
                 "gym_wall_s": round(median_of(runs["gym"], "wall"), 1),
                 "llamafactory_wall_s": round(median_of(runs["llamafactory"], "wall"), 1) if runs["llamafactory"] else None,
                 "gym_cpu_s": round(median_of(runs["gym"], "cpu"), 1),
@@ -239,12 +264,13 @@ def main() -> list[dict[str, Any]]:
     print(f"SFT LoRA r{RANK}, {args.steps} steps x batch {BATCH}, cutoff {CUTOFF}, median of {args.repeats}; "
           "target >= 1.2x LLaMA-Factory")  # fmt: skip
     print(f"{'model':5s} {'threads':>7s} {'Gym tok/s':>10s} {'LF tok/s':>9s} {'TRL tok/s':>10s} {'Gym/LF':>7s} "
-          f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s}")  # fmt: skip
+          f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s} {'Gym/LF per train CPU-s':>23s}")  # fmt: skip
     for row in table:
         print(f"{row['model']:5s} {row['threads']:>7s} {row['gym_tok_per_s']:>10,} "
               f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
               f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s "
-              f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s")  # fmt: skip
+              f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s "
+              f"{row['gym_vs_llamafactory_per_cpu_s']:>23s}")  # fmt: skip
     packing = packing_table(args)
     print("RESULT " + json.dumps(table + packing))
     return table + packing
