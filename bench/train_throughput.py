@@ -7,11 +7,19 @@ every tool, so truncation decides nothing), LoRA r 8 on all linear layers, 30 st
 
 The timed window is the same for every tool: Hugging Face ``Trainer.train``'s own ``train_runtime``
 (all three train through it), and tokens are each tool's non-pad count over that run (Gym's token
-counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). The
-whole command (start-up, data, model, training, saving) is timed from outside for Gym and
-LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children: on a
-shared machine the wall clock mostly measures the other users). Each run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings:
-each tool's default and ``OMP_NUM_THREADS=1``.
+counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). Gym
+and LLaMA-Factory also report the process CPU time of their training window (``on_train_begin`` to
+``on_train_end``: Gym's ``train_cpu_seconds``; LLaMA-Factory runs what ``llamafactory-cli train``
+runs on one device, ``run_exp``, with one callback added that records it), printed as the ratio of
+tokens per training CPU-second: on a shared machine the wall clock mostly measures the other users.
+The whole command (start-up, data, model, training, saving) is timed from outside for Gym and
+LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children). Each
+run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings: each tool's
+default and ``OMP_NUM_THREADS=1``.
+
+Packing (``--packing tiny``): Gym with ``train.packing = true`` against Gym without, one epoch over the
+same ``--pack-rows`` alpaca rows that fit ``--pack-cutoff`` (512) tokens, so the rows' lengths vary
+from a few dozen to 500 tokens; both alternate, non-pad tokens/s over ``train_runtime``.
 
 Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
 top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
@@ -20,6 +28,7 @@ autocast (1.5x faster on the 26M model here, none on the tiny one): it is set to
 three tools train in fp32.
 
     python bench/train_throughput.py [--models tiny,26m] [--threads default,1] [--repeats 3] [--steps 30]
+                                     [--packing tiny] [--pack-cutoff 512] [--pack-rows 240]
 """
 
 from __future__ import annotations
