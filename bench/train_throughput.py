@@ -229,6 +229,9 @@ def main() -> list[dict[str, Any]]:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument(
+        "--no-trl", action="store_true", help="leave plain TRL out (Gym and LLaMA-Factory only)"
+    )
+    parser.add_argument(
         "--packing", default="tiny", help="models of the packed-vs-unpacked comparison ('none': skip)"
     )
     parser.add_argument("--pack-cutoff", type=int, default=PACK_CUTOFF)
@@ -252,7 +255,8 @@ def main() -> list[dict[str, Any]]:
                         runs["llamafactory"].append(
                             llamafactory_run(python, folder, model_dir, args.steps, threads)
                         )
-                    runs["trl"].append(trl_run(folder, model_dir, rows, args.steps, threads))
+                    if not args.no_trl:
+                        runs["trl"].append(trl_run(folder, model_dir, rows, args.steps, threads))
                     log(json.dumps({k: v[-1] for k, v in runs.items() if v}))
             rates = {k: [r["tokens"] / r["seconds"] for r in v] for k, v in runs.items() if v}
             rate = {k: sorted(v)[len(v) // 2] for k, v in rates.items()}
@@ -276,7 +280,7 @@ def main() -> list[dict[str, Any]]:
           f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s} {'Gym/LF per train CPU-s':>23s}")  # fmt: skip
     for row in table:
         print(f"{row['model']:5s} {row['threads']:>7s} {row['gym_tok_per_s']:>10,} "
-              f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
+              f"{row.get('llamafactory_tok_per_s', 0):>9,} {row.get('trl_tok_per_s', 0):>10,} {row['gym_vs_llamafactory']:>7s} "
               f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s "
               f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s "
               f"{row['gym_vs_llamafactory_per_cpu_s']:>23s}")  # fmt: skip
