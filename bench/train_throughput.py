@@ -7,11 +7,19 @@ every tool, so truncation decides nothing), LoRA r 8 on all linear layers, 30 st
 
 The timed window is the same for every tool: Hugging Face ``Trainer.train``'s own ``train_runtime``
 (all three train through it), and tokens are each tool's non-pad count over that run (Gym's token
-counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). The
-whole command (start-up, data, model, training, saving) is timed from outside for Gym and
-LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children: on a
-shared machine the wall clock mostly measures the other users). Each run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings:
-each tool's default and ``OMP_NUM_THREADS=1``.
+counter, LLaMA-Factory's ``include_num_input_tokens_seen: non_padding``, TRL's ``num_tokens``). Gym
+and LLaMA-Factory also report the process CPU time of their training window (``on_train_begin`` to
+``on_train_end``: Gym's ``train_cpu_seconds``; LLaMA-Factory runs what ``llamafactory-cli train``
+runs on one device, ``run_exp``, with one callback added that records it), printed as the ratio of
+tokens per training CPU-second: on a shared machine the wall clock mostly measures the other users.
+The whole command (start-up, data, model, training, saving) is timed from outside for Gym and
+LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children). Each
+run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings: each tool's
+default and ``OMP_NUM_THREADS=1``.
+
+Packing (``--packing tiny``): Gym with ``train.packing = true`` against Gym without, one epoch over the
+same ``--pack-rows`` alpaca rows that fit ``--pack-cutoff`` (512) tokens, so the rows' lengths vary
+from a few dozen to 500 tokens; both alternate, non-pad tokens/s over ``train_runtime``.
 
 Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
 top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
@@ -20,12 +28,14 @@ autocast (1.5x faster on the 26M model here, none on the tiny one): it is set to
 three tools train in fp32.
 
     python bench/train_throughput.py [--models tiny,26m] [--threads default,1] [--repeats 3] [--steps 30]
+                                     [--packing tiny] [--pack-cutoff 512] [--pack-rows 240]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import FIXTURES, MODELS, llamafactory_python, log, median_of, ratio, run_result, thread_env  # noqa: E402
 
 BATCH, LR, CUTOFF, RANK = 8, 1e-4, 128, 8
+PACK_CUTOFF, PACK_ROWS = 512, 240  # the packing comparison: variable-length rows (up to 512 tokens)
 
 TRL = """
 import json, sys, time
@@ -62,8 +73,27 @@ print("RESULT", json.dumps({"tokens": tokens, "seconds": output.metrics["train_r
 """ % {"batch": BATCH, "lr": LR, "cutoff": CUTOFF, "rank": RANK, "alpha": 2 * RANK}  # noqa: UP031 (braces)
 
 
-def fitting_rows(folder: Path, model_dir: Path) -> Path:
-    """alpaca_en_demo rows whose chatml rendering fits the cutoff (whole, for every tool)."""
+LLAMAFACTORY_TRAIN = """
+import json, sys, time
+import yaml
+from transformers import TrainerCallback
+from llamafactory.train.tuner import run_exp
+
+class TrainCpu(TrainerCallback):  # process CPU time over on_train_begin..on_train_end, as Gym records it
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.process_time()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        json.dump({"cpu": time.process_time() - self.started}, open(sys.argv[2], "w"))
+
+run_exp(yaml.safe_load(open(sys.argv[1])), callbacks=[TrainCpu()])
+"""
+
+
+def fitting_rows(
+    folder: Path, model_dir: Path, cutoff: int = CUTOFF, name: str = "fit", limit: int | None = None
+) -> Path:
+    """alpaca_en_demo rows whose chatml rendering fits ``cutoff`` (whole, for every tool); the first ``limit``."""
     from transformers import AutoTokenizer
 
     from gym.data.templates import TEMPLATES
@@ -78,17 +108,20 @@ def fitting_rows(folder: Path, model_dir: Path) -> Path:
             messages, chat_template=TEMPLATES["chatml"].jinja, tokenize=False
         )
         if (
-            len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= CUTOFF - 8
+            len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= cutoff - 8
         ):  # margin: LF's own template
             kept.append(row)
-    path = folder / "fit.json"
+    kept = kept[:limit]
+    path = folder / f"{name}.json"
     path.write_text(json.dumps(kept, ensure_ascii=False))
-    (folder / "dataset_info.json").write_text(json.dumps({"fit": {"file_name": "fit.json"}}))
-    log(f"{len(kept)} alpaca rows fit {CUTOFF} tokens")
+    (folder / "dataset_info.json").write_text(json.dumps({name: {"file_name": path.name}}))
+    log(f"{len(kept)} alpaca rows fit {cutoff} tokens")
     return path
 
 
-def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
+def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None, *,
+            cutoff: int = CUTOFF, packing: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One ``gym train``; ``steps`` 0: one epoch over the rows (the packing comparison: the same rows)."""
     out = folder / "gym-out"
     config = folder / "gym.toml"
     config.write_text(f"""
@@ -104,13 +137,15 @@ format = "alpaca"
 [train]
 method = "sft"
 adapter = "lora"
-max_steps = {steps}
+max_steps = {steps or -1}
+epochs = 1
 batch_size = {BATCH}
 gradient_accumulation_steps = 1
 learning_rate = {LR}
 lr_scheduler = "constant"
 warmup_ratio = 0.0
-max_length = {CUTOFF}
+max_length = {cutoff}
+packing = {str(packing).lower()}
 gradient_checkpointing = false
 save_steps = 100000
 logging_steps = 10
@@ -126,7 +161,7 @@ dropout = 0.0
         )
     results = json.loads((out / "train_results.json").read_text())
     return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
-            "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
+            "train_cpu": results.get("train_cpu_seconds"), "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
 def llamafactory_run(
@@ -166,15 +201,18 @@ report_to: none
 dataloader_num_workers: 0
 seed: 42
 """)
-    cli = python.with_name("llamafactory-cli")
+    # What `llamafactory-cli train` runs on one device (run_exp, in process), with one callback added
+    # that records the training window's CPU time the way Gym's train_results.json does.
+    cpu_file = folder / "lf-train-cpu.json"
     with tempfile.TemporaryDirectory() as cache:
         env = thread_env(threads, HF_DATASETS_CACHE=cache, HF_HOME=f"{cache}/hf")
         env.pop("PYTHONPATH")
-        run = run_result([str(cli), "train", str(config)], env)
+        run = run_result([str(python), "-c", LLAMAFACTORY_TRAIN, str(config), str(cpu_file)], env)
     metrics = json.loads((out / "train_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
     tokens = max((e.get("num_input_tokens_seen", 0) for e in state["log_history"]), default=0)
-    return {"tokens": tokens, "seconds": metrics["train_runtime"], "wall": run["wall"], "cpu": run["cpu"]}
+    return {"tokens": tokens, "seconds": metrics["train_runtime"], "train_cpu": json.loads(cpu_file.read_text())["cpu"],
+            "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
 def trl_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None) -> dict[str, Any]:
@@ -190,12 +228,20 @@ def main() -> list[dict[str, Any]]:
     parser.add_argument("--threads", default="default,1")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument(
+        "--no-trl", action="store_true", help="leave plain TRL out (Gym and LLaMA-Factory only)"
+    )
+    parser.add_argument(
+        "--packing", default="tiny", help="models of the packed-vs-unpacked comparison ('none': skip)"
+    )
+    parser.add_argument("--pack-cutoff", type=int, default=PACK_CUTOFF)
+    parser.add_argument("--pack-rows", type=int, default=PACK_ROWS)
     args = parser.parse_args()
     python = llamafactory_python()
     if python is None:
         log("LLaMA-Factory's venv is missing (make bench builds it): Gym and TRL only")
     table = []
-    for model in args.models.split(","):
+    for model in [m for m in args.models.split(",") if m != "none"]:
         model_dir = MODELS[model]()
         for setting in args.threads.split(","):
             threads = None if setting == "default" else int(setting)
@@ -209,15 +255,20 @@ def main() -> list[dict[str, Any]]:
                         runs["llamafactory"].append(
                             llamafactory_run(python, folder, model_dir, args.steps, threads)
                         )
-                    runs["trl"].append(trl_run(folder, model_dir, rows, args.steps, threads))
+                    if not args.no_trl:
+                        runs["trl"].append(trl_run(folder, model_dir, rows, args.steps, threads))
                     log(json.dumps({k: v[-1] for k, v in runs.items() if v}))
             rates = {k: [r["tokens"] / r["seconds"] for r in v] for k, v in runs.items() if v}
             rate = {k: sorted(v)[len(v) // 2] for k, v in rates.items()}
+            per_cpu = {k: statistics.median(r["tokens"] / r["train_cpu"] for r in v)
+                       for k, v in runs.items() if v and all(r.get("train_cpu") for r in v)}  # fmt: skip
             best_peer = max((v for k, v in rate.items() if k != "gym"), default=None)
             table.append({
                 "model": model, "threads": setting, **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
                 "gym_vs_llamafactory": ratio(rate["gym"], rate.get("llamafactory")),
                 "gym_vs_best_peer": ratio(rate["gym"], best_peer),
+                **{f"{k}_tok_per_cpu_s": round(v) for k, v in per_cpu.items()},
+                "gym_vs_llamafactory_per_cpu_s": ratio(per_cpu.get("gym", 0), per_cpu.get("llamafactory")),
                 "gym_wall_s": round(median_of(runs["gym"], "wall"), 1),
                 "llamafactory_wall_s": round(median_of(runs["llamafactory"], "wall"), 1) if runs["llamafactory"] else None,
                 "gym_cpu_s": round(median_of(runs["gym"], "cpu"), 1),
@@ -226,13 +277,50 @@ def main() -> list[dict[str, Any]]:
     print(f"SFT LoRA r{RANK}, {args.steps} steps x batch {BATCH}, cutoff {CUTOFF}, median of {args.repeats}; "
           "target >= 1.2x LLaMA-Factory")  # fmt: skip
     print(f"{'model':5s} {'threads':>7s} {'Gym tok/s':>10s} {'LF tok/s':>9s} {'TRL tok/s':>10s} {'Gym/LF':>7s} "
-          f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s}")  # fmt: skip
+          f"{'Gym wall':>9s} {'LF wall':>8s} {'Gym CPU':>8s} {'LF CPU':>7s} {'Gym/LF per train CPU-s':>23s}")  # fmt: skip
     for row in table:
         print(f"{row['model']:5s} {row['threads']:>7s} {row['gym_tok_per_s']:>10,} "
-              f"{row.get('llamafactory_tok_per_s', 0):>9,} {row['trl_tok_per_s']:>10,} {row['gym_vs_llamafactory']:>7s} "
+              f"{row.get('llamafactory_tok_per_s', 0):>9,} {row.get('trl_tok_per_s', 0):>10,} {row['gym_vs_llamafactory']:>7s} "
               f"{row['gym_wall_s']:>8.1f}s {row['llamafactory_wall_s'] or 0:>7.1f}s "
-              f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s")  # fmt: skip
-    print("RESULT " + json.dumps(table))
+              f"{row['gym_cpu_s']:>7.1f}s {row['llamafactory_cpu_s'] or 0:>6.1f}s "
+              f"{row['gym_vs_llamafactory_per_cpu_s']:>23s}")  # fmt: skip
+    packing = packing_table(args)
+    print("RESULT " + json.dumps(table + packing))
+    return table + packing
+
+
+def packing_table(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Gym packed vs unpacked: one epoch over the same variable-length rows, alternated, non-pad tokens/s."""
+    table = []
+    for model in [m for m in args.packing.split(",") if m != "none"]:
+        model_dir = MODELS[model]()
+        for setting in args.threads.split(","):
+            threads = None if setting == "default" else int(setting)
+            runs: dict[str, list[dict[str, Any]]] = {"unpacked": [], "packed": []}
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = Path(tmp)
+                rows = fitting_rows(folder, model_dir, args.pack_cutoff, "vary", args.pack_rows)
+                for _ in range(args.repeats):
+                    for packed in (False, True):
+                        run = gym_run(
+                            folder, model_dir, rows, 0, threads, cutoff=args.pack_cutoff, packing=packed
+                        )
+                        runs["packed" if packed else "unpacked"].append(run)
+                    log(json.dumps({k: v[-1] for k, v in runs.items()}))
+            rate = {k: sorted(r["tokens"] / r["seconds"] for r in v)[len(v) // 2] for k, v in runs.items()}
+            table.append({"model": model, "threads": setting, "comparison": "packing",
+                          **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
+                          "packed_vs_unpacked": ratio(rate["packed"], rate["unpacked"]),
+                          "tokens": runs["packed"][-1]["tokens"]})  # fmt: skip
+    if table:
+        print(f"Gym SFT LoRA r{RANK}, packed vs unpacked, one epoch over {args.pack_rows} alpaca rows that fit "
+              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target >= 1.5x")  # fmt: skip
+        print(
+            f"{'model':5s} {'threads':>7s} {'unpacked tok/s':>15s} {'packed tok/s':>13s} {'packed/unpacked':>16s}"
+        )
+        for row in table:
+            print(f"{row['model']:5s} {row['threads']:>7s} {row['unpacked_tok_per_s']:>15,} "
+                  f"{row['packed_tok_per_s']:>13,} {row['packed_vs_unpacked']:>16s}")  # fmt: skip
     return table
 
 

@@ -212,7 +212,9 @@ class TrainConfig(Section):
         description="Longest tokenized sample; longer rows are handled, never cut silently.",
     )
     packing: bool = Field(
-        default=False, description="Pack several samples per row (they never attend to each other)."
+        default=False,
+        description="Pack several samples per row of up to max_length tokens (best fit, never cut); packed "
+        "samples never attend to each other.",
     )
     gradient_checkpointing: Literal["auto"] | bool = Field(
         default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."

@@ -2,8 +2,11 @@
 
 Padding-free packing concatenates the samples of a micro-batch into one row and restarts
 ``position_ids`` at each sample; with no attention mask, transformers derives a block-diagonal causal
-mask from those positions, so samples never see each other. The first label of every packed sample
-is ignored, so no token is trained to follow the previous sample.
+mask from those positions (and Gym's CPU attention, gym/train/packed_attention.py, lays the samples
+out side by side), so samples never see each other. The first label of every packed sample is
+ignored, so no token is trained to follow the previous sample. A row packed ahead of time
+(``train.packing``: several samples per row, TRL's ``pack_dataset``) carries ``seq_lengths``, the
+lengths of its samples, and is split at them the same way.
 """
 
 from __future__ import annotations
@@ -49,10 +52,13 @@ class PackedCollator:
         labels: list[int] = []
         positions: list[int] = []
         for row in rows:
-            n = len(row["input_ids"])
+            start = len(ids)
             ids.extend(row["input_ids"])
-            labels.extend([IGNORE_INDEX, *row["labels"][1:]])
-            positions.extend(range(n))
+            labels.extend(row["labels"])
+            for n in row.get("seq_lengths") or [len(row["input_ids"])]:
+                labels[start] = IGNORE_INDEX  # nothing is trained to follow the previous sample
+                positions.extend(range(n))
+                start += n
         return {
             "input_ids": torch.tensor([ids], dtype=torch.long),
             "labels": torch.tensor([labels], dtype=torch.long),

@@ -29,6 +29,8 @@ class TrainLog:
     tokens: int = 0  # non-pad tokens seen
     started: float = field(default_factory=time.perf_counter)
     wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # process CPU time (user + system, all threads) over the same window
+    cpu_started: float = field(default_factory=time.process_time)
     steps: int = 0
 
     @property
@@ -70,6 +72,7 @@ class ProgressCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.started = time.perf_counter()
+        self.log.cpu_started = time.process_time()
         if state.is_world_process_zero:
             Path(args.output_dir, STOP_FILE).unlink(missing_ok=True)  # a stale request from a stopped run
             _append_event(args.output_dir, event="begin", step=state.global_step, max_steps=state.max_steps,
@@ -133,6 +136,7 @@ class ProgressCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.wall_seconds = time.perf_counter() - self.log.started
+        self.log.cpu_seconds = time.process_time() - self.log.cpu_started
         if state.is_world_process_zero:
             stopped = Path(args.output_dir, STOP_FILE).is_file() and state.global_step < state.max_steps
             _append_event(args.output_dir, event="end", step=state.global_step, max_steps=state.max_steps,

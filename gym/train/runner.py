@@ -209,6 +209,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         runtime = (getattr(output, "metrics", None) or {}).get("train_runtime")
         if runtime is not None:
             measured["train_runtime"] = runtime
+        if log.cpu_seconds:
+            measured["train_cpu_seconds"] = round(log.cpu_seconds, 3)  # the same window, in CPU time
         if tuner is not None and tuner.measured:
             measured["cpu_threads"] = tuner.measured
     if evaluating:

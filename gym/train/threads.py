@@ -7,6 +7,10 @@ LLaMA-Factory, ../shared/peers/README.md), yet 8x slower when another process co
 guess from the model's size: the first optimiser steps alternate the candidates (one thread, one per
 core) and the one with the least time per trained token is kept for the rest of the run, with one
 log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is respected as it is.
+
+A candidate whose step costs :data:`DROP_FACTOR` times the best other per token is not tried again: on
+a loaded machine one two-thread step measured 34x the one-thread step (OpenMP barriers waiting for
+descheduled threads), and trying it three times cost more than the whole rest of a short run.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ if TYPE_CHECKING:
 
 WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: never measured
 TRIALS_PER_CANDIDATE = 3
-MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
+MIN_STEPS_TO_TUNE = 12
+DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again  # shorter runs keep one thread per core: measuring would cost more than it saves
 
 
 def candidates() -> list[int]:
@@ -45,7 +50,11 @@ def fixed_threads(config: GymConfig) -> int | None:
 
 
 def make_tuner(
-    config: GymConfig, total_steps: int, tokens: Callable[[], int], report: Callable[[str], None]
+    config: GymConfig,
+    total_steps: int,
+    tokens: Callable[[], int],
+    report: Callable[[str], None],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Any | None:
     """A callback that measures the thread counts on the first steps, or None when there is nothing to tune.
 
@@ -68,7 +77,7 @@ def make_tuner(
         """Alternates the candidates over the first steps; keeps the fastest per token (or per step)."""
 
         def __init__(self) -> None:
-            self.order = [c for _ in range(TRIALS_PER_CANDIDATE) for c in candidates()]
+            self.pending = [c for _ in range(TRIALS_PER_CANDIDATE) for c in candidates()]
             self.seconds: dict[int, list[float]] = {c: [] for c in candidates()}
             self.step = 0
             self.current: int | None = None
@@ -80,28 +89,39 @@ def make_tuner(
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.chosen is not None:
                 return
-            trial = self.step - WARMUP_STEPS
-            self.current = self.order[trial] if 0 <= trial < len(self.order) else None
+            self.current = self.pending[0] if self.step >= WARMUP_STEPS and self.pending else None
             if self.current is not None:
                 torch.set_num_threads(self.current)
-            self.started, self.tokens_before = time.perf_counter(), tokens()
+            self.started, self.tokens_before = clock(), tokens()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.chosen is not None:
                 return
             self.step += 1
             if self.current is not None:
-                spent, trained = time.perf_counter() - self.started, tokens() - self.tokens_before
+                spent, trained = clock() - self.started, tokens() - self.tokens_before
                 self.seconds[self.current].append(spent / trained if trained > 0 else spent)
-            if self.step - WARMUP_STEPS >= len(self.order):
-                cost = {c: statistics.median(v) for c, v in self.seconds.items()}
-                self.chosen = min(cost, key=cost.__getitem__)
-                torch.set_num_threads(self.chosen)
-                slowest = max(cost.values())
-                self.measured = {"chosen": self.chosen, "steps": [WARMUP_STEPS + 1, self.step],
-                                 "seconds_per_token": {str(c): v for c, v in cost.items()}}  # fmt: skip
-                speed = ", ".join(f"{c} thread(s) {slowest / v:.2f}x" for c, v in sorted(cost.items()))
-                report(f"cpu_threads = 'auto' measured steps {WARMUP_STEPS + 1}-{self.step}: {speed}; "
-                       f"training on {self.chosen}")  # fmt: skip
+                self.pending.pop(0)
+                self._drop_slow()
+            if self.step > WARMUP_STEPS and not self.pending:
+                self._choose()
+
+        def _drop_slow(self) -> None:
+            cost = {c: statistics.median(v) for c, v in self.seconds.items() if v}
+            for candidate, value in cost.items():
+                others = [v for c, v in cost.items() if c != candidate]
+                if others and value > DROP_FACTOR * min(others):
+                    self.pending = [c for c in self.pending if c != candidate]
+
+        def _choose(self) -> None:
+            cost = {c: statistics.median(v) for c, v in self.seconds.items() if v}
+            self.chosen = min(cost, key=cost.__getitem__)
+            torch.set_num_threads(self.chosen)
+            slowest = max(cost.values())
+            self.measured = {"chosen": self.chosen, "steps": [WARMUP_STEPS + 1, self.step],
+                             "seconds_per_token": {str(c): v for c, v in cost.items()}}  # fmt: skip
+            speed = ", ".join(f"{c} thread(s) {slowest / v:.2f}x" for c, v in sorted(cost.items()))
+            report(f"cpu_threads = 'auto' measured steps {WARMUP_STEPS + 1}-{self.step}: {speed}; "
+                   f"training on {self.chosen}")  # fmt: skip
 
     return ThreadTuner()

@@ -1,0 +1,183 @@
+"""Padding-free rows on CPU: every layer computes real tokens only, attention stays within each sample.
+
+A padding-free batch (gym/train/collate.py) is one row of concatenated samples whose ``position_ids``
+restart at each sample. transformers keeps such samples apart with a block-diagonal mask built from
+those positions, and SDPA then computes the whole ``(total tokens)^2`` score matrix and discards most
+of it: with 8 samples of ~90 tokens that is 8x the attention work of the samples alone, and why packed
+rows were slower than padded ones on CPU. The varlen kernels that avoid it (flash-attention's
+``cu_seqlens``) are CUDA-only.
+
+So Gym registers one more attention function through transformers' own ``AttentionInterface``, named
+:data:`NAME`: for a padding-free row (no attention mask, ``position_ids`` restarting) it lays the
+samples' queries, keys and values out as right-padded ``(samples, heads, longest, dim)`` batches with
+index gathers (samples of similar length together, :func:`plan_attention_groups`), runs PyTorch's
+causal SDPA on each, and gathers the real positions back. A causal
+query never sees a key after itself, so the padding slots at each sample's end are never attended to;
+outputs of padding queries are dropped. Attention then costs what it costs for padded rows, while the
+projections, MLPs, norms and the LM head (everything else) run on real tokens only. Every other input
+(a 2D attention mask, a KV cache, a single sequence) goes to transformers' SDPA unchanged, so the model
+generates and evaluates exactly as with ``sdpa``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAME = "gym_packed_sdpa"
+_layouts: list[Any] = [None, None]  # [position_ids of the last forward, its layout]: one per forward
+
+
+GROUP_COST = 256 * 256  # one more SDPA call (and its index gathers) costs about as much as 64k score entries
+
+
+def plan_attention_groups(lengths: list[int], group_cost: int = GROUP_COST) -> list[list[int]]:
+    """Sample indices per SDPA call (shortest first): the split of the length-sorted samples that minimises
+    ``sum(samples x longest^2) / 2 + group_cost x calls``, the score entries computed (padding included)
+    plus a fixed cost per call. One call for samples of similar length; a packed batch whose samples range
+    from 20 to 500 tokens is not padded to 500 throughout."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ordered = [lengths[i] for i in order]
+    n = len(ordered)
+    step = max(1, n // 64)  # cut points every ``step`` samples: the programme stays ~64^2 / 2 steps
+    cuts = [*range(0, n, step), n]
+    best = {0: 0.0}
+    previous: dict[int, int] = {}
+    for j in cuts[1:]:
+        longest = ordered[j - 1]
+        best[j], previous[j] = min(
+            (best[i] + (j - i) * longest * longest / 2 + group_cost, i) for i in cuts if i < j
+        )
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[previous[j] : j])
+        j = previous[j]
+    return groups[::-1]
+
+
+def layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
+    """How a padding-free row runs as padded SDPA calls, or None for a single sequence.
+
+    ``(calls, scatter)``: per call ``(gather, samples, longest)``, where ``gather[b * longest + t]`` is the
+    packed index of the call's sample ``b``, token ``t`` (its last token in the padding slots past its end);
+    ``scatter[j]`` is the row of packed token ``j`` in the calls' outputs, concatenated.
+    """
+    import torch
+
+    positions = position_ids[0]
+    starts = torch.nonzero(positions == 0).flatten()
+    if starts.numel() <= 1 or int(starts[0]) != 0:
+        return None
+    total = positions.numel()
+    bounds = torch.cat([starts, starts.new_tensor([total])])
+    lengths = bounds[1:] - bounds[:-1]
+    if not bool((positions == torch.arange(total) - torch.repeat_interleave(starts, lengths)).all()):
+        return None  # positions that do not count 0, 1, 2... within each sample: not Gym's packed layout
+    calls, scatter, row = [], torch.empty(total, dtype=torch.long), 0
+    for group in plan_attention_groups(lengths.tolist()):
+        index = torch.tensor(group, dtype=torch.long)
+        group_starts, group_lengths = starts[index], lengths[index]
+        samples, longest = len(group), int(group_lengths.max())
+        offsets = torch.arange(longest)
+        gather = (
+            group_starts[:, None] + torch.minimum(offsets[None, :], (group_lengths - 1)[:, None])
+        ).flatten()
+        calls.append((gather, samples, longest))
+        for b, (begin, n) in enumerate(zip(group_starts.tolist(), group_lengths.tolist(), strict=True)):
+            scatter[begin : begin + n] = torch.arange(row + b * longest, row + b * longest + n)
+        row += samples * longest
+    return calls, scatter
+
+
+def _cached_layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
+    if _layouts[0] is not position_ids:  # every layer of one forward gets the same tensor
+        _layouts[0], _layouts[1] = position_ids, layout(position_ids)
+    return _layouts[1]
+
+
+def packed_sdpa_forward(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
+    """transformers' attention-function signature; output ``(batch, tokens, heads, dim)`` like SDPA's."""
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    position_ids = kwargs.get("position_ids")
+    plan = None
+    if (
+        attention_mask is None
+        and position_ids is not None
+        and query.shape[0] == 1
+        and position_ids.shape[0] == 1
+        and query.shape[2] == key.shape[2] == position_ids.shape[-1]
+    ):
+        plan = _cached_layout(position_ids)
+    if plan is None:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    import torch
+
+    calls, scatter = plan
+    groups = query.shape[1] // key.shape[1]
+    query, key, value = query[0], repeat_kv(key, groups)[0], repeat_kv(value, groups)[0]
+    heads, dim = query.shape[0], query.shape[2]
+    outputs = []
+    for gather, samples, longest in calls:
+        gather = gather.to(query.device)
+        shape = (heads, samples, longest, dim)
+        # (heads, total, dim) -> (samples, heads, longest, dim)
+        q, k, v = (
+            states.index_select(1, gather).view(shape).transpose(0, 1) for states in (query, key, value)
+        )
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            dropout_p=dropout if module.training else 0.0,
+            is_causal=True,
+            scale=scaling,
+        )
+        outputs.append(out.transpose(1, 2).reshape(samples * longest, heads, dim))
+    out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+    return out.index_select(0, scatter.to(out.device)).unsqueeze(0), None
+
+
+def packed_mask(*args: Any, **kwargs: Any) -> Any:
+    """No mask for a padding-free row (the attention function keeps samples apart); SDPA's otherwise."""
+    from transformers.masking_utils import sdpa_mask
+
+    if kwargs.get("attention_mask") is None:
+        return None
+    return sdpa_mask(*args, **kwargs)
+
+
+def register() -> str:
+    """Make :data:`NAME` an attention implementation transformers models accept; returns it."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(NAME, packed_sdpa_forward)
+    AttentionMaskInterface.register(NAME, packed_mask)
+    return NAME
+
+
+def use_packed_attention(model: Any) -> bool:
+    """Switch an SDPA model (the base under a PEFT wrapper) to :data:`NAME`; False when it cannot."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(
+        base, "set_attn_implementation"
+    ):
+        return False
+    register()
+    try:
+        base.set_attn_implementation(NAME)
+    except (ValueError, KeyError, NotImplementedError):
+        return False
+    return base.config._attn_implementation == NAME
