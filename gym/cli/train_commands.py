@@ -29,19 +29,17 @@ def train(
         raise typer.Exit(subprocess.call(command))
 
     from gym.quiet import quiet_libraries
-    from gym.train.lean_imports import lean_training
 
-    with lean_training(config):  # without bitsandbytes / scikit-learn where the run does not use them
-        quiet_libraries()
-        from gym.data.report import DataError
-        from gym.model.loading import ModelError
-        from gym.train.checkpoints import ResumeError
-        from gym.train.runner import run_training
+    quiet_libraries()
+    from gym.data.report import DataError
+    from gym.model.loading import ModelError
+    from gym.train.checkpoints import ResumeError
+    from gym.train.runner import run_training
 
-        try:
-            result = run_training(config, show_progress=not no_progress)
-        except (DataError, ModelError, ResumeError, ValueError) as error:
-            raise fail(str(error)) from None
+    try:
+        result = run_training(config, show_progress=not no_progress)
+    except (DataError, ModelError, ResumeError, ValueError) as error:
+        raise fail(str(error)) from None
     if int(os.environ.get("RANK", "0")) == 0 and result.already_trained:
         console.print(
             f"[green]✓[/green] already trained: {result.steps} steps in {result.output_dir} match this "
