@@ -24,7 +24,12 @@ def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None
         messages = [{"role": turn["role"], "content": _text(turn["content"])} for turn in history]
         images: list[Any] = []
         if isinstance(message, dict):  # the multimodal chat of a VL model: {"text", "files"}
-            images = _uploaded_images(message.get("files") or [])
+            try:
+                images = _uploaded_images(message.get("files") or [])
+            except ValueError as error:  # the sentence the page shows, not a traceback
+                import gradio as gr
+
+                raise gr.Error(str(error)) from None
             message = "<image>" * len(images) + str(message.get("text") or "")
         messages.append({"role": "user", "content": message})
         if system_prompt:
@@ -48,11 +53,25 @@ def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None
 
 
 def _uploaded_images(files: list[Any]) -> list[Any]:
-    """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images."""
+    """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images.
+
+    ValueError names the first upload that is not a readable image."""
+    from PIL import Image
+
     from gym.data.vision import open_image
 
-    paths = [f.get("path") if isinstance(f, dict) else f for f in files]
-    return [open_image(str(path)) for path in paths if path]
+    images = []
+    for path in [f.get("path") if isinstance(f, dict) else f for f in files]:
+        if not path:
+            continue
+        try:
+            images.append(open_image(str(path)))
+        except (OSError, Image.DecompressionBombError):  # PIL's UnidentifiedImageError is an OSError
+            raise ValueError(
+                f"{Path(str(path)).name} is not an image this chat can read (PNG, JPEG, WebP, GIF, BMP): "
+                "attach another"
+            ) from None
+    return images
 
 
 def _text(content: Any) -> str:

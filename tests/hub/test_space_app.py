@@ -168,6 +168,12 @@ def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path
             {"text": "What colour is the shape?", "files": [handle_file(str(image))]}, api_name="/chat"
         )
         assert isinstance(reply, str)
+        broken = tmp_path / "broken.png"
+        broken.write_bytes(b"not a png")
+        with pytest.raises(Exception, match=r"broken\.png is not an image this chat can read"):
+            Client(url + "/", verbose=False).predict(
+                {"text": "and this?", "files": [handle_file(str(broken))]}, api_name="/chat"
+            )
         buffer = io.BytesIO()
         Image.open(image).save(buffer, format="PNG")
         part = {
