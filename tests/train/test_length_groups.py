@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from gym.train.length_groups import plan_groups, split_batch
-from tests.conftest import VALID
 
 
 def test_plan_covers_every_row_once_and_splits_only_when_padding_costs() -> None:
@@ -24,28 +23,10 @@ def test_plan_covers_every_row_once_and_splits_only_when_padding_costs() -> None
 def test_grouped_step_has_the_gradient_of_one_padded_batch(tmp_path: Path) -> None:
     import torch
 
-    from gym.config import load_config
-    from gym.data.prepare import prepare_data
-    from gym.model.adapters import apply_adapter
-    from gym.model.loading import load_model, load_tokenizer
     from gym.train.collate import PadCollator
-    from gym.train.methods.sft import build_sft
-    from gym.train.registry import TrainContext
+    from tests.train.test_padding_free import sft_trainer
 
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "train.jsonl").write_text('{"instruction": "a", "output": "b"}\n' * 4)
-    path = tmp_path / "gym.toml"
-    path.write_text(VALID + "lora.dropout = 0.0\n")
-    config = load_config(path)
-    tokenizer = load_tokenizer(config)
-    context = TrainContext(
-        config,
-        lambda: apply_adapter(load_model(config, for_training=True), config),
-        tokenizer,
-        prepare_data(config, tokenizer),
-        tmp_path / "checkpoints",
-    )
-    trainer = build_sft(context)
+    trainer, tokenizer = sft_trainer(tmp_path)
     model = trainer.model
     torch.manual_seed(0)
     rows: list[dict[str, Any]] = []
