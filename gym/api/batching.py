@@ -131,6 +131,9 @@ class TransformersBackend(TokenizerPrompts):
                         self._stats.max_batch_size = max(self._stats.max_batch_size, len(batch.seqs))
                         batch.step()
                         self._stats.steps += 1
+                        if batch.shared is not None:  # one copy of a shared prompt prefix for all rows
+                            extra = self._stats.extra
+                            extra["shared_prefix_steps"] = extra.get("shared_prefix_steps", 0) + 1
                         self._stats.generated_tokens += len(batch.seqs)
                         batch.retire()
                 except Exception as error:  # noqa: BLE001 - a failed decode step must not kill the server

@@ -61,6 +61,22 @@ class PrefixCache:
         but not the first characters of their question reuse the same length, and are prefilled
         together as one group instead of one forward pass each.
         """
+        best, best_len = self._longest(prompt)
+        if best is None:
+            return None, 0
+        self.entries.move_to_end(best.tokens)
+        self.count_hit(best_len)
+        return best, best_len
+
+    def match(self, prompt: list[int]) -> int:
+        """How many of ``prompt``'s tokens :meth:`lookup` would reuse (without counting a hit)."""
+        return self._longest(prompt)[1]
+
+    def count_hit(self, tokens: int) -> None:
+        self.hits += 1
+        self.reused_tokens += tokens
+
+    def _longest(self, prompt: list[int]) -> tuple[PrefixEntry | None, int]:
         best, best_len = None, 0
         for entry in self.entries.values():
             if entry.tokens[0] != prompt[0]:
@@ -71,9 +87,6 @@ class PrefixCache:
         best_len = best_len // self.block * self.block
         if best is None or best_len < max(self.min_tokens, 1):
             return None, 0
-        self.entries.move_to_end(best.tokens)
-        self.hits += 1
-        self.reused_tokens += best_len
         return best, best_len
 
     def store(self, tokens: list[int], keys: list[Any], values: list[Any]) -> None:
