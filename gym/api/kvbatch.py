@@ -59,6 +59,27 @@ def _growing_layer_class() -> type:
     return GrowingLayer
 
 
+def _by_length(
+    seqs: list[Sequence], shared: int, slack: float = 0.25, free: int = 32
+) -> list[list[Sequence]]:
+    """``seqs`` in prefill batches of similar length: a batch is left-padded to its longest prompt, so
+    one batch of very unequal prompts spends most of its matmuls on padding. Sorted by length, a new
+    batch starts when the padding would exceed ``slack`` of the real tokens (plus ``free`` tokens)."""
+    ranked = sorted(seqs, key=lambda seq: len(seq.prompt_ids))
+    parts: list[list[Sequence]] = []
+    real = 0
+    for seq in ranked:
+        length = len(seq.prompt_ids) - shared
+        if parts and (len(parts[-1]) + 1) * length - (real + length) > slack * (real + length) + free:
+            parts.append([])
+            real = 0
+        if not parts:
+            parts.append([])
+        parts[-1].append(seq)
+        real += length
+    return parts
+
+
 def _same_prefix(a: PrefixEntry | None, b: PrefixEntry | None) -> bool:
     return a is b or (a is not None and b is not None and a.tokens == b.tokens)
 
@@ -118,7 +139,11 @@ class RunningBatch:
             entry, shared = self._reuse(seq.prompt_ids)
             key = tuple(seq.prompt_ids[:shared])  # same reused tokens: one prefill group
             groups.setdefault(key, (entry, shared, []))[2].append(seq)
-        for entry, shared, seqs in sorted(groups.values(), key=lambda group: -len(group[2])):
+        ordered = sorted(groups.values(), key=lambda group: -len(group[2]))
+        parts = [
+            (entry, shared, part) for entry, shared, seqs in ordered for part in _by_length(seqs, shared)
+        ]
+        for entry, shared, seqs in parts:
             cache, mask, logits, prefix = self._prefill(seqs, entry, shared)
             tokens = self._sample(seqs, logits)
             self._remember(seqs, cache, mask, prefix)
