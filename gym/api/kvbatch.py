@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from gym.api.attention import NAME as ATTENTION_NAME
@@ -128,11 +129,12 @@ class RunningBatch:
 
         self._mask, self.width = F.pad(mask, (0, _ROOM)), mask.shape[-1]
 
-    def admit(self, new: list[Sequence]) -> None:
-        """Prefill ``new`` (grouped by reusable prefix), sample their first tokens, splice them in."""
+    def admit(self, new: list[Sequence], admitted: Callable[[], None] | None = None) -> None:
+        """Prefill ``new`` (grouped by reusable prefix and length), sample their first tokens, splice them
+        in. ``admitted`` is called after each prefill batch, so its first tokens can go out at once."""
         leader = self._leader(new)
         if leader is not None:  # its prompt's KV, once cached, serves the others arriving with it
-            self.admit([leader])
+            self.admit([leader], admitted)
             new = [seq for seq in new if seq is not leader]
         groups: dict[tuple[int, ...], tuple[Any, int, list[Sequence]]] = {}
         for seq in new:
@@ -160,6 +162,8 @@ class RunningBatch:
                 self._splice(cache, mask)
             self.seqs += seqs
             self.pending += tokens
+            if admitted is not None:
+                admitted()
         self.retire()
 
     def _reuse(self, prompt: list[int]) -> tuple[Any, int]:
