@@ -123,3 +123,25 @@ def test_cascade_attention_equals_attention_over_the_concatenated_keys(q_len: in
     ).transpose(1, 2)
     assert out.shape == (batch, q_len, heads, dim)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_prefix_cache_finds_the_longest_reusable_start_and_forgets_evicted_prompts() -> None:
+    import torch
+
+    def kv(length: int) -> tuple[list, list]:
+        return [torch.zeros(1, 1, length, 2)], [torch.zeros(1, 1, length, 2)]
+
+    cache = PrefixCache(budget_bytes=3 * 2 * 40 * 2 * 4, min_tokens=8, block=8)  # room for 3 prompts of 40
+    system = list(range(100, 124))  # 24 shared tokens
+    first, second = system + list(range(16)), system + list(range(50, 66))
+    cache.store(first, *kv(40))
+    cache.store(second, *kv(40))
+    entry, shared = cache.lookup(system + list(range(10)) + [99])
+    assert entry.tokens == tuple(first) and shared == 32  # 34 tokens in common, rounded down to blocks
+    assert cache.lookup(list(range(40)))[0] is None  # nothing starts like it
+    assert cache.lookup(system[:8] + [7])[1] == 8  # exactly one block, one token left to prefill
+    cache.store(list(range(500, 540)), *kv(40))
+    cache.store(list(range(600, 640)), *kv(40))  # over budget: the least recently used one goes
+    assert tuple(second) not in cache.entries
+    assert cache.lookup(second + [1])[0].tokens == tuple(first)  # evicted prompts are never returned
+    assert cache.match(list(range(600, 640)) + [1]) == 40 and cache.hits == 3
