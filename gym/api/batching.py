@@ -131,6 +131,9 @@ class TransformersBackend(TokenizerPrompts):
                         self._stats.max_batch_size = max(self._stats.max_batch_size, len(batch.seqs))
                         batch.step()
                         self._stats.steps += 1
+                        if batch.shared is not None:  # one copy of a shared prompt prefix for all rows
+                            extra = self._stats.extra
+                            extra["shared_prefix_steps"] = extra.get("shared_prefix_steps", 0) + 1
                         self._stats.generated_tokens += len(batch.seqs)
                         batch.retire()
                 except Exception as error:  # noqa: BLE001 - a failed decode step must not kill the server
@@ -164,13 +167,15 @@ class TransformersBackend(TokenizerPrompts):
         if not good:
             return
         try:
-            batch.admit(good)
+            batch.admit(good, admitted=self._flush)  # first tokens out per prefill batch
         except Exception as error:  # noqa: BLE001 - find the sequence that cannot be prefilled
             if len(good) == 1:
                 good[0].fail(f"generation failed for this request: {type(error).__name__}")
                 return
+            joined = set(map(id, batch.seqs))  # prefill batches admitted before the failure stay in
             for seq in good:
-                self._admit(batch, [seq])
+                if id(seq) not in joined and not seq.done:
+                    self._admit(batch, [seq])
 
     def _take(self, block: bool) -> list[Sequence]:
         """Waiting sequences to admit now: block for the first one only when the batch is idle."""

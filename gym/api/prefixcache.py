@@ -46,6 +46,9 @@ class PrefixCache:
             budget_bytes = int(float(os.environ.get("GYM_PREFIX_CACHE_MB", "256")) * 2**20)
         self.budget, self.min_tokens, self.block = budget_bytes, min_tokens, block
         self.entries: OrderedDict[tuple[int, ...], PrefixEntry] = OrderedDict()
+        # A reuse is a whole number of blocks, so it shares at least the first block: entries indexed by
+        # it make a lookup cost the candidates only, not every kept prompt (hundreds on a small model).
+        self._by_head: dict[tuple[int, ...], dict[tuple[int, ...], PrefixEntry]] = {}
         self.used = 0
         self.hits = self.reused_tokens = 0
 
@@ -61,19 +64,31 @@ class PrefixCache:
         but not the first characters of their question reuse the same length, and are prefilled
         together as one group instead of one forward pass each.
         """
+        best, best_len = self._longest(prompt)
+        if best is None:
+            return None, 0
+        self.entries.move_to_end(best.tokens)
+        self.count_hit(best_len)
+        return best, best_len
+
+    def match(self, prompt: list[int]) -> int:
+        """How many of ``prompt``'s tokens :meth:`lookup` would reuse (without counting a hit)."""
+        return self._longest(prompt)[1]
+
+    def count_hit(self, tokens: int) -> None:
+        self.hits += 1
+        self.reused_tokens += tokens
+
+    def _longest(self, prompt: list[int]) -> tuple[PrefixEntry | None, int]:
         best, best_len = None, 0
-        for entry in self.entries.values():
-            if entry.tokens[0] != prompt[0]:
-                continue
+        head = self._head(prompt)
+        for entry in self._by_head.get(head, {}).values() if head else ():
             shared = min(common_prefix(entry.tokens, prompt), len(prompt) - 1)
             if shared > best_len:
                 best, best_len = entry, shared
         best_len = best_len // self.block * self.block
         if best is None or best_len < max(self.min_tokens, 1):
             return None, 0
-        self.entries.move_to_end(best.tokens)
-        self.hits += 1
-        self.reused_tokens += best_len
         return best, best_len
 
     def store(self, tokens: list[int], keys: list[Any], values: list[Any]) -> None:
@@ -87,11 +102,24 @@ class PrefixCache:
         nbytes = sum(t.numel() * t.element_size() for t in (*keys, *values))
         if nbytes > self.budget:
             return
-        self.entries[key] = PrefixEntry(key, keys, values, nbytes)
+        self.entries[key] = entry = PrefixEntry(key, keys, values, nbytes)
+        head = self._head(key)
+        if head:
+            self._by_head.setdefault(head, {})[key] = entry
         self.used += nbytes
         while self.used > self.budget:
             _, old = self.entries.popitem(last=False)
             self.used -= old.nbytes
+            same_head = self._by_head.get(self._head(old.tokens))
+            if same_head is not None:
+                same_head.pop(old.tokens, None)
+                if not same_head:
+                    del self._by_head[self._head(old.tokens)]
+
+    def _head(self, tokens: list[int] | tuple[int, ...]) -> tuple[int, ...] | None:
+        """The index key of ``tokens``: its first block (None when shorter, so nothing to reuse)."""
+        size = max(self.block, 1)
+        return tuple(tokens[:size]) if len(tokens) >= size else None
 
     def stats(self) -> dict[str, int]:
         return {"prefix_cache_entries": len(self.entries), "prefix_cache_hits": self.hits,

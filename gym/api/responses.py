@@ -171,8 +171,38 @@ class _ChoiceStream:
         return {"index": self.index, "delta": delta, "finish_reason": reason, "logprobs": lp}
 
 
+_MARK = "\x00gym-text\x00"
+_MARK_JSON = json.dumps(_MARK, ensure_ascii=False)[1:-1]
+
+
+class _TextEvents:
+    """The SSE bytes of a plain text delta (no tools, no logprobs, not the last chunk) from a template:
+    the envelope is encoded once per choice, and each token only has its text escaped into it. Byte for
+    byte what :func:`_event` writes for the same delta, at a fraction of the per-token cost."""
+
+    def __init__(self, meta: Meta, shape: Shape) -> None:
+        self.templates = []
+        for index in range(meta.n):
+            if shape.chat:
+                choice = {
+                    "index": index,
+                    "delta": {"content": _MARK},
+                    "finish_reason": None,
+                    "logprobs": None,
+                }
+            else:
+                choice = {"index": index, "text": _MARK, "finish_reason": None, "logprobs": None}
+            head, tail = _event(meta.envelope([choice], streaming=True)).decode().split(_MARK_JSON)
+            self.templates.append((head.encode(), tail.encode()))
+
+    def event(self, index: int, text: str) -> bytes:
+        head, tail = self.templates[index]
+        return head + json.dumps(text, ensure_ascii=False)[1:-1].encode() + tail
+
+
 async def sse(meta: Meta, stream: AsyncIterator[Chunk], shape: Shape) -> AsyncIterator[bytes]:
     choices = [_ChoiceStream(i, shape) for i in range(meta.n)]
+    plain = _TextEvents(meta, shape) if shape.tool_parser is None and not shape.logprobs else None
     if shape.chat:
         for i in range(meta.n):
             first = {"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None,
@@ -183,6 +213,9 @@ async def sse(meta: Meta, stream: AsyncIterator[Chunk], shape: Shape) -> AsyncIt
             yield _event(error_body(chunk.error, "server_error"))
             break
         meta.completion_tokens[chunk.index] = chunk.completion_tokens
+        if plain is not None and chunk.text and chunk.finish_reason is None:
+            yield plain.event(chunk.index, chunk.text)
+            continue
         for choice in choices[chunk.index].deltas(chunk):
             yield _event(meta.envelope([choice], streaming=True))
     if shape.usage:
