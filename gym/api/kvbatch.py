@@ -60,6 +60,15 @@ def _growing_layer_class() -> type:
     return GrowingLayer
 
 
+def _replace_kv(layer: Any, keys: Any, values: Any) -> None:
+    """Make ``keys``/``values`` a cache layer's contents: a growing buffer copies them into fresh room,
+    any other layer takes the tensors as they are."""
+    if hasattr(layer, "set"):  # GrowingLayer (transformers' own layers have no ``set``)
+        layer.set(keys, values)
+    else:
+        layer.keys, layer.values = keys, values
+
+
 def _by_length(
     seqs: list[Sequence], shared: int, slack: float = 0.25, free: int = 32
 ) -> list[list[Sequence]]:
@@ -93,10 +102,7 @@ def _prepend(cache: Any, mask: Any, prefix: PrefixEntry) -> Any:
     for layer, keys, values in zip(cache.layers, prefix.keys, prefix.values, strict=True):
         new_keys = torch.cat([keys.expand(rows, -1, -1, -1), layer.keys], dim=2)
         new_values = torch.cat([values.expand(rows, -1, -1, -1), layer.values], dim=2)
-        if hasattr(layer, "set"):
-            layer.set(new_keys, new_values)
-        else:
-            layer.keys, layer.values = new_keys, new_values
+        _replace_kv(layer, new_keys, new_values)
     ones = torch.ones((rows, len(prefix.tokens)), dtype=mask.dtype, device=mask.device)
     return torch.cat([ones, mask], dim=-1)
 
@@ -271,11 +277,7 @@ class RunningBatch:
         if any(tuple(seq.prompt_ids[:size]) != prefix.tokens for seq in self.seqs):
             return False
         for layer in self.cache.layers:
-            keys, values = layer.keys[:, :, size:], layer.values[:, :, size:]
-            if isinstance(layer, self._growing):
-                layer.set(keys, values)
-            else:
-                layer.keys, layer.values = keys, values
+            _replace_kv(layer, layer.keys[:, :, size:], layer.values[:, :, size:])
         self._set_mask(self.mask[:, size:])
         self.shared = prefix
         return True
@@ -337,11 +339,7 @@ class RunningBatch:
         first = int(mask.any(dim=0).long().argmax())
         self._set_mask(mask[:, first:])
         for layer in self.cache.layers:
-            keys, values = layer.keys[index, :, first:, :], layer.values[index, :, first:, :]
-            if isinstance(layer, self._growing):
-                layer.set(keys, values)
-            else:
-                layer.keys, layer.values = keys, values
+            _replace_kv(layer, layer.keys[index, :, first:, :], layer.values[index, :, first:, :])
 
     def _splice(self, cache: Any, mask: Any) -> None:
         import torch

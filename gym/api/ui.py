@@ -56,21 +56,15 @@ def _uploaded_images(files: list[Any]) -> list[Any]:
     """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images.
 
     ValueError names the first upload that is not a readable image."""
-    from PIL import Image
-
-    from gym.data.vision import open_image
+    from gym.api.vision import ImageRequestError, open_upload
 
     images = []
     for path in [f.get("path") if isinstance(f, dict) else f for f in files]:
-        if not path:
-            continue
-        try:
-            images.append(open_image(str(path)))
-        except (OSError, Image.DecompressionBombError):  # PIL's UnidentifiedImageError is an OSError
-            raise ValueError(
-                f"{Path(str(path)).name} is not an image this chat can read (PNG, JPEG, WebP, GIF, BMP): "
-                "attach another"
-            ) from None
+        if path:
+            try:
+                images.append(open_upload(str(path)))
+            except ImageRequestError as error:
+                raise ValueError(f"{error}: attach another") from None
     return images
 
 

@@ -95,6 +95,20 @@ def decode_image(url: str, where: str, fetch_remote: bool = False) -> Any:
         raise ImageRequestError(f"{where}: {what} is not a readable image") from None
 
 
+def open_upload(path: str) -> Any:
+    """A file uploaded to a chat page as an RGB PIL image; ImageRequestError names it when it is not one."""
+    from PIL import Image
+
+    from gym.data.vision import open_image
+
+    try:
+        return open_image(path)
+    except (OSError, Image.DecompressionBombError):  # PIL's UnidentifiedImageError is an OSError
+        raise ImageRequestError(
+            f"{Path(path).name} is not an image this chat can read (PNG, JPEG, WebP, GIF, BMP)"
+        ) from None
+
+
 def split_images(messages: list[Any], fetch_remote: bool = False) -> tuple[list[dict[str, str]], list[Any]]:
     """Template messages (image parts become ``<image>`` markers, in place) and the decoded images."""
     out: list[dict[str, str]] = []

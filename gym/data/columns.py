@@ -12,7 +12,6 @@ one flat int32 buffer plus offsets, never a Python int per token).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from gym.data.example import Example
@@ -46,13 +45,13 @@ def map_batches(
     function: Callable[[Columns], Columns],
     batch_size: int,
     progress: Callable[[int], None] | None = None,
-    threads: int = 1,
+    mapper: Callable[..., Iterable[Columns]] = map,
 ) -> Columns:
     """``function`` applied to consecutive slices of ``columns``; its outputs concatenated in order.
 
-    With ``threads`` > 1 the slices run in a thread pool: worth it when ``function`` spends much of its
-    time outside the GIL (the fast tokenizer releases it), so one batch renders in Python while
-    another is tokenized in Rust.
+    ``mapper`` runs it over the slices, in order: ``map`` in this thread, a thread pool's ``map`` (worth
+    it when ``function`` spends much of its time outside the GIL, as the fast tokenizer does, so one
+    batch renders in Python while another is tokenized in Rust) or a process pool's ``imap``.
     """
     out: Columns = {}
     total = row_count(columns)
@@ -60,13 +59,11 @@ def map_batches(
     batches = (
         {name: values[start : start + batch_size] for name, values in columns.items()} for start in starts
     )
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        results = pool.map(function, batches) if threads > 1 else map(function, batches)
-        for start, result in zip(starts, results, strict=True):
-            for name, values in result.items():
-                out.setdefault(name, []).extend(values)
-            if progress is not None:
-                progress(min(batch_size, total - start))
+    for start, result in zip(starts, mapper(function, batches), strict=True):
+        for name, values in result.items():
+            out.setdefault(name, []).extend(values)
+        if progress is not None:
+            progress(min(batch_size, total - start))
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,13 +188,15 @@ def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_
             return tokenize_in_workers(columns, tokenizer, settings, workers, SHARD_ROWS, bar.update)
         # Two threads: one batch renders (Python, GIL) while the other is tokenized (Rust, GIL released,
         # itself spread over the cores); batches of 64 to 1024 rows, so even 300 rows overlap.
-        return map_batches(
-            columns,
-            lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
-            max(64, min(1024, -(-count // 8))),
-            bar.update,
-            threads=min(2, os.cpu_count() or 1),
-        )
+        threads = min(2, os.cpu_count() or 1)
+        with ThreadPoolExecutor(threads) as pool:
+            return map_batches(
+                columns,
+                lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
+                max(64, min(1024, -(-count // 8))),
+                bar.update,
+                pool.map if threads > 1 else map,
+            )
 
 
 def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
@@ -295,9 +298,7 @@ def prepare_data(
         evaluation, _, held_out = tokenized(eval_examples, "eval")
         for source, values in held_out.items():
             lengths.setdefault(source, []).extend(values)
-        if (
-            len(evaluation) == 0
-        ):  # every held-out row skipped: `datasets` cannot read back a saved empty split
+        if len(evaluation) == 0:  # every held-out row skipped: `datasets` cannot read back an empty split
             evaluation = None
     for name, report in reports.items():
         report.length_p95 = percentile(sorted(lengths.get(name, [])), 0.95)

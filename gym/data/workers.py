@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gym.data.columns import Columns, row_count
+from gym.data.columns import Columns, map_batches
 from gym.data.tokenize import TokenizeSettings, tokenize_batch
 
 _STATE: dict[str, Any] = {}
@@ -44,16 +44,5 @@ def tokenize_in_workers(
     progress: Callable[[int], None] | None = None,
 ) -> Columns:
     """:func:`tokenize_batch` over ``columns`` in ``workers`` processes; outputs in input order."""
-    total = row_count(columns)
-    starts = range(0, total, shard_size)
-    shards = (
-        {name: values[start : start + shard_size] for name, values in columns.items()} for start in starts
-    )
-    out: Columns = {}
     with multiprocessing.get_context().Pool(workers, _start, (tokenizer, settings)) as pool:
-        for start, result in zip(starts, pool.imap(_tokenize_shard, shards), strict=True):
-            for name, values in result.items():
-                out.setdefault(name, []).extend(values)
-            if progress is not None:
-                progress(min(shard_size, total - start))
-    return out
+        return map_batches(columns, _tokenize_shard, shard_size, progress, pool.imap)

@@ -20,28 +20,40 @@ only where padding really costs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 GROUP_COST_TOKENS = 64
 
 
-def plan_groups(lengths: list[int], group_cost: int = GROUP_COST_TOKENS) -> list[list[int]]:
-    """Row indices per group (shortest rows first), minimising padded tokens plus ``group_cost`` per group."""
+def plan_groups(
+    lengths: list[int],
+    group_cost: float = GROUP_COST_TOKENS,
+    work: Callable[[int, int], float] = lambda rows, longest: rows * longest,
+    max_cuts: int | None = None,
+) -> list[list[int]]:
+    """Row indices per group (shortest rows first), minimising ``work(rows, longest)`` summed over the
+    groups plus ``group_cost`` per group: an exact dynamic programme over the sorted lengths.
+
+    ``work`` defaults to padded tokens; ``max_cuts`` bounds the candidate cut points (every
+    ``len // max_cuts`` rows) so that long lists stay ~``max_cuts^2 / 2`` steps.
+    """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     ordered = [lengths[i] for i in order]
     n = len(ordered)
-    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j sorted rows
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        for i in range(j):  # group = sorted rows i..j-1, padded to the longest, ordered[j - 1]
-            cost = best[i] + (j - i) * ordered[j - 1] + group_cost
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
+    step = max(1, n // max_cuts) if max_cuts else 1
+    cuts = [*range(0, n, step), n]
+    best = {0: 0.0}  # best[j]: cost of the first j sorted rows
+    previous: dict[int, int] = {}
+    for j in cuts[1:]:  # group = sorted rows i..j-1, padded to the longest, ordered[j - 1]
+        best[j], previous[j] = min(
+            (best[i] + work(j - i, ordered[j - 1]) + group_cost, i) for i in cuts if i < j
+        )
     groups = []
     j = n
     while j > 0:
-        groups.append(order[cut[j] : j])
-        j = cut[j]
+        groups.append(order[previous[j] : j])
+        j = previous[j]
     return groups[::-1]
 
 

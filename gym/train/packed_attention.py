@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym.train.length_groups import plan_groups
+
 NAME = "gym_packed_sdpa"
 _layouts: list[Any] = [None, None]  # [position_ids of the last forward, its layout]: one per forward
 
@@ -35,23 +37,9 @@ def plan_attention_groups(lengths: list[int], group_cost: int = GROUP_COST) -> l
     ``sum(samples x longest^2) / 2 + group_cost x calls``, the score entries computed (padding included)
     plus a fixed cost per call. One call for samples of similar length; a packed batch whose samples range
     from 20 to 500 tokens is not padded to 500 throughout."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    ordered = [lengths[i] for i in order]
-    n = len(ordered)
-    step = max(1, n // 64)  # cut points every ``step`` samples: the programme stays ~64^2 / 2 steps
-    cuts = [*range(0, n, step), n]
-    best = {0: 0.0}
-    previous: dict[int, int] = {}
-    for j in cuts[1:]:
-        longest = ordered[j - 1]
-        best[j], previous[j] = min(
-            (best[i] + (j - i) * longest * longest / 2 + group_cost, i) for i in cuts if i < j
-        )
-    groups, j = [], n
-    while j > 0:
-        groups.append(order[previous[j] : j])
-        j = previous[j]
-    return groups[::-1]
+    return plan_groups(
+        lengths, group_cost, work=lambda samples, longest: samples * longest * longest / 2, max_cuts=64
+    )
 
 
 def layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: never measured
 TRIALS_PER_CANDIDATE = 3
-MIN_STEPS_TO_TUNE = 12
-DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again  # shorter runs keep one thread per core: measuring would cost more than it saves
+MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
+DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again
 
 
 def candidates() -> list[int]:
@@ -106,15 +106,19 @@ def make_tuner(
             if self.step > WARMUP_STEPS and not self.pending:
                 self._choose()
 
+        def _costs(self) -> dict[int, float]:
+            """Median seconds per trained token of every candidate measured so far."""
+            return {c: statistics.median(v) for c, v in self.seconds.items() if v}
+
         def _drop_slow(self) -> None:
-            cost = {c: statistics.median(v) for c, v in self.seconds.items() if v}
+            cost = self._costs()
             for candidate, value in cost.items():
                 others = [v for c, v in cost.items() if c != candidate]
                 if others and value > DROP_FACTOR * min(others):
                     self.pending = [c for c in self.pending if c != candidate]
 
         def _choose(self) -> None:
-            cost = {c: statistics.median(v) for c, v in self.seconds.items() if v}
+            cost = self._costs()
             self.chosen = min(cost, key=cost.__getitem__)
             torch.set_num_threads(self.chosen)
             slowest = max(cost.values())

@@ -35,20 +35,17 @@ def image_part(path: str) -> dict[str, Any]:
 
 def check_uploads(paths: list[str]) -> list[dict[str, Any]]:
     """The uploads as image parts, each checked to open as an image; UploadRefused names the first that does not."""
-    from gym.api.vision import ImageRequestError, decode_image
+    from gym.api.vision import ImageRequestError, open_upload
 
     parts = []
     for path in paths:
-        name = Path(path).name
         try:
-            part = image_part(path)
-            decode_image(part["image_url"]["url"], name)
-        except (OSError, ImageRequestError):
+            open_upload(path)
+        except ImageRequestError as error:
             raise UploadRefused(
-                f"✗ {name} is not an image this chat can read (PNG, JPEG, WebP, GIF, BMP): remove it "
-                "and attach another; your message is still in the box"
+                f"✗ {error}: remove it and attach another; your message is still in the box"
             ) from None
-        parts.append(part)
+        parts.append(image_part(path))
     return parts
 
 
