@@ -6,6 +6,11 @@ Peers live under ``.bench/`` (ignored by git), never in the project's ``.venv``:
   its CLI on import: torchvision is removed and torchaudio's shared libraries are moved aside).
 - plain TRL and ``transformers serve --continuous-batching`` run from the project's venv: the same
   transformers, TRL and torch that Gym itself uses, so only the tool differs.
+- ``.bench/gym-train``: Gym as a user who trains installs it, ``zoo-gym[train]`` (editable, so it runs
+  this checkout), pinned to the project venv's exact versions. The project's venv holds every extra,
+  and two of them cost a training command ~2 s of start-up without being used: peft imports
+  bitsandbytes (``qlora``) and transformers imports scikit-learn (lm-eval's, ``eval``) whenever they
+  are installed. LLaMA-Factory's venv holds neither, so whole-command times compare like with like.
 
 Model folders, identical for every tool: Gym's ``builtin:tiny`` (0.66M parameters) and a random 26M
 Llama (hidden 512, 8 layers, 8 heads, intermediate 1408) built offline with the tiny tokenizer.
@@ -57,6 +62,27 @@ def llamafactory_python(build: bool = False) -> Path | None:
     aside.mkdir(exist_ok=True)
     for library in (site / "torchaudio" / "lib").glob("*.so"):
         shutil.move(str(library), aside / library.name)
+    (venv / ".ready").write_text("ok\n")
+    return python
+
+
+def gym_train_python(build: bool = False) -> Path | None:
+    """The python of a venv holding ``zoo-gym[train]`` only (built on request), or None when absent."""
+    venv = BENCH / "gym-train"
+    python = venv / "bin" / "python"
+    if python.exists() and (venv / ".ready").exists():
+        return python
+    if not build:
+        return None
+    log(f"building Gym's train-only venv in {venv} (once; about a minute)")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+                            check=True, capture_output=True, text=True).stdout  # fmt: skip
+    pins = venv / "constraints.txt"  # the project venv's exact versions: only the set of packages differs
+    pins.write_text("".join(line + "\n" for line in frozen.splitlines() if "==" in line))
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-c", str(pins), "-e", f"{REPO}[train]"], check=True
+    )
     (venv / ".ready").write_text("ok\n")
     return python
 

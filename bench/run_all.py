@@ -1,6 +1,7 @@
 """`make bench`: every side-by-side benchmark, one at a time, then one table of Gym's ratios to its peers.
 
-Builds what the comparisons need first (LLaMA-Factory's venv under .bench/, the 26M model), then runs
+Builds what the comparisons need first (LLaMA-Factory's venv and Gym's train-only venv under .bench/,
+the 26M model), then runs
 bench/preprocess.py, bench/train_throughput.py and bench/serve_load.py, each printing its own table,
 and ends with the ratios together. Each script also runs alone; pass their options after `--`.
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, llamafactory_python, log, model_26m  # noqa: E402
+from common import REPO, gym_train_python, llamafactory_python, log, model_26m  # noqa: E402
 
 SCRIPTS = {"preprocess": "preprocess.py", "train": "train_throughput.py", "serve": "serve_load.py"}
 
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     llamafactory_python(build=True)
+    gym_train_python(build=True)
     model_26m()
     table: list[tuple[str, str, str]] = []
     for name in args.only.split(","):

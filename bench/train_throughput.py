@@ -13,13 +13,16 @@ and LLaMA-Factory also report the process CPU time of their training window (``o
 runs on one device, ``run_exp``, with one callback added that records it), printed as the ratio of
 tokens per training CPU-second: on a shared machine the wall clock mostly measures the other users.
 The whole command (start-up, data, model, training, saving) is timed from outside for Gym and
-LLaMA-Factory, in wall time and in CPU seconds (user + system of the command and its children). Each
+LLaMA-Factory, each from a venv holding what its training command needs (Gym: ``zoo-gym[train]`` in
+``.bench/gym-train``, the project venv's versions; see bench/common.py), in wall time and in CPU seconds (user + system of the command and its children). Each
 run is a fresh process; tools alternate; medians of ``--repeats``. Thread settings: each tool's
 default and ``OMP_NUM_THREADS=1``.
 
-Packing (``--packing tiny``): Gym with ``train.packing = true`` against Gym without, one epoch over the
-same ``--pack-rows`` alpaca rows that fit ``--pack-cutoff`` (512) tokens, so the rows' lengths vary
-from a few dozen to 500 tokens; both alternate, non-pad tokens/s over ``train_runtime``.
+Packing (``--packing tiny``): Gym with ``train.packing = true`` against Gym unpacked, both as padded
+batches (``train.padding_free = false``, how the peers batch unpacked rows) and as Gym's default
+padding-free rows, one epoch over the same ``--pack-rows`` alpaca rows that fit ``--pack-cutoff`` (512)
+tokens, so the rows' lengths vary from a few dozen to 500 tokens; all three alternate, non-pad
+tokens/s over ``train_runtime``.
 
 Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
 top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
@@ -42,10 +45,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FIXTURES, MODELS, llamafactory_python, log, median_of, ratio, run_result, thread_env  # noqa: E402
+from common import (  # noqa: E402
+    FIXTURES,
+    MODELS,
+    gym_train_python,
+    llamafactory_python,
+    log,
+    median_of,
+    ratio,
+    run_result,
+    thread_env,
+)
 
 BATCH, LR, CUTOFF, RANK = 8, 1e-4, 128, 8
 PACK_CUTOFF, PACK_ROWS = 512, 240  # the packing comparison: variable-length rows (up to 512 tokens)
+PACK_MODES = {"padded": "padded", "padding_free": "default", "packed": "packed"}  # column: gym_run's batching
 
 TRL = """
 import json, sys, time
@@ -119,9 +133,19 @@ def fitting_rows(
     return path
 
 
+def gym_python() -> str:
+    """Gym as installed for training (``zoo-gym[train]``, see bench/common.py), else the project's venv."""
+    python = gym_train_python()
+    return str(python) if python is not None else sys.executable
+
+
 def gym_run(folder: Path, model_dir: Path, rows: Path, steps: int, threads: int | None, *,
-            cutoff: int = CUTOFF, packing: bool = False) -> dict[str, Any]:  # fmt: skip
-    """One ``gym train``; ``steps`` 0: one epoch over the rows (the packing comparison: the same rows)."""
+            cutoff: int = CUTOFF, batching: str = "default") -> dict[str, Any]:  # fmt: skip
+    """One ``gym train``; ``steps`` 0: one epoch over the rows (the packing comparison: the same rows).
+
+    ``batching``: ``default`` (Gym's: padding-free on CPU), ``padded`` (``train.padding_free = false``,
+    right-padded batches as the peers train) or ``packed`` (``train.packing = true``).
+    """
     out = folder / "gym-out"
     config = folder / "gym.toml"
     config.write_text(f"""
@@ -145,7 +169,8 @@ learning_rate = {LR}
 lr_scheduler = "constant"
 warmup_ratio = 0.0
 max_length = {cutoff}
-packing = {str(packing).lower()}
+packing = {str(batching == "packed").lower()}
+padding_free = {"false" if batching == "padded" else '"auto"'}
 gradient_checkpointing = false
 save_steps = 100000
 logging_steps = 10
@@ -157,7 +182,7 @@ dropout = 0.0
 """)
     with tempfile.TemporaryDirectory() as cache:
         run = run_result(
-            [sys.executable, "-m", "gym", "train", str(config)], thread_env(threads, GYM_CACHE_DIR=cache)
+            [gym_python(), "-m", "gym", "train", str(config)], thread_env(threads, GYM_CACHE_DIR=cache)
         )
     results = json.loads((out / "train_results.json").read_text())
     return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
@@ -240,6 +265,11 @@ def main() -> list[dict[str, Any]]:
     python = llamafactory_python()
     if python is None:
         log("LLaMA-Factory's venv is missing (make bench builds it): Gym and TRL only")
+    if gym_train_python() is None:
+        log(
+            "Gym's train-only venv is missing (make bench builds it): Gym runs from the project's venv, whose "
+            "unused extras (bitsandbytes, scikit-learn) add ~2 s to every whole-command wall time"
+        )
     table = []
     for model in [m for m in args.models.split(",") if m != "none"]:
         model_dir = MODELS[model]()
@@ -296,31 +326,41 @@ def packing_table(args: argparse.Namespace) -> list[dict[str, Any]]:
         model_dir = MODELS[model]()
         for setting in args.threads.split(","):
             threads = None if setting == "default" else int(setting)
-            runs: dict[str, list[dict[str, Any]]] = {"unpacked": [], "packed": []}
+            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in PACK_MODES}
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
                 rows = fitting_rows(folder, model_dir, args.pack_cutoff, "vary", args.pack_rows)
                 for _ in range(args.repeats):
-                    for packed in (False, True):
-                        run = gym_run(
-                            folder, model_dir, rows, 0, threads, cutoff=args.pack_cutoff, packing=packed
+                    for mode, batching in PACK_MODES.items():
+                        runs[mode].append(
+                            gym_run(
+                                folder,
+                                model_dir,
+                                rows,
+                                0,
+                                threads,
+                                cutoff=args.pack_cutoff,
+                                batching=batching,
+                            )
                         )
-                        runs["packed" if packed else "unpacked"].append(run)
                     log(json.dumps({k: v[-1] for k, v in runs.items()}))
             rate = {k: sorted(r["tokens"] / r["seconds"] for r in v)[len(v) // 2] for k, v in runs.items()}
             table.append({"model": model, "threads": setting, "comparison": "packing",
                           **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
-                          "packed_vs_unpacked": ratio(rate["packed"], rate["unpacked"]),
+                          "packed_vs_padded": ratio(rate["packed"], rate["padded"]),
+                          "packed_vs_padding_free": ratio(rate["packed"], rate["padding_free"]),
                           "tokens": runs["packed"][-1]["tokens"]})  # fmt: skip
     if table:
         print(f"Gym SFT LoRA r{RANK}, packed vs unpacked, one epoch over {args.pack_rows} alpaca rows that fit "
-              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target >= 1.5x")  # fmt: skip
-        print(
-            f"{'model':5s} {'threads':>7s} {'unpacked tok/s':>15s} {'packed tok/s':>13s} {'packed/unpacked':>16s}"
-        )
+              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target packed >= 1.5x unpacked "
+              "(padded batches, train.padding_free = false). Gym's default unpacked batches are padding-free on "
+              "CPU already, which is where packing's gain comes from.")  # fmt: skip
+        print(f"{'model':5s} {'threads':>7s} {'padded tok/s':>13s} {'padding-free tok/s':>19s} {'packed tok/s':>13s} "
+              f"{'packed/padded':>14s} {'packed/padding-free':>20s}")  # fmt: skip
         for row in table:
-            print(f"{row['model']:5s} {row['threads']:>7s} {row['unpacked_tok_per_s']:>15,} "
-                  f"{row['packed_tok_per_s']:>13,} {row['packed_vs_unpacked']:>16s}")  # fmt: skip
+            print(f"{row['model']:5s} {row['threads']:>7s} {row['padded_tok_per_s']:>13,} "
+                  f"{row['padding_free_tok_per_s']:>19,} {row['packed_tok_per_s']:>13,} "
+                  f"{row['packed_vs_padded']:>14s} {row['packed_vs_padding_free']:>20s}")  # fmt: skip
     return table
 
 

@@ -111,6 +111,20 @@ class GymConfig(Section):
         return self
 
 
+def batching_issues(config: GymConfig) -> list[Issue]:
+    """train.packing and train.padding_free shape SFT/pt batches; the other trainers batch rows themselves."""
+    train, issues = config.train, []
+    set_keys = [key for key, value in (("packing", train.packing), ("padding_free", train.padding_free))
+                if value not in (False, "auto")]  # fmt: skip
+    if train.method not in ("sft", "pt"):
+        issues += [(("train", key), f"{key} applies to train.method = 'sft' or 'pt', not {train.method!r}; "
+                    "remove it") for key in set_keys]  # fmt: skip
+    elif train.packing and train.padding_free is False:
+        issues.append((("train", "padding_free"), "train.packing = true puts several samples in one row without "
+                       "padding; it cannot be combined with padding_free = false"))  # fmt: skip
+    return issues
+
+
 def cross_field_issues(config: GymConfig) -> list[Issue]:
     """Rules that tie keys of different tables together, each reported at the key to change."""
     issues: list[Issue] = []
@@ -169,6 +183,7 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 "lower it or raise train.max_length",
             )
         )
+    issues += batching_issues(config)
     if train.grpo.training_free:
         issues += training_free_issues(train)
     compute = config.compute

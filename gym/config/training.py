@@ -216,6 +216,13 @@ class TrainConfig(Section):
         description="Pack several samples per row of up to max_length tokens (best fit, never cut); packed "
         "samples never attend to each other.",
     )
+    padding_free: Literal["auto"] | bool = Field(
+        default="auto",
+        description="Concatenate the samples of a micro-batch into one row without padding (SFT and pt), "
+        "attention kept within each sample. 'auto': on CPU when the model uses SDPA attention (Gym then "
+        "computes attention per sample at padded cost and everything else on real tokens only), and "
+        "whenever train.packing is on; false: right-padded batches.",
+    )
     gradient_checkpointing: Literal["auto"] | bool = Field(
         default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."
     )
@@ -257,7 +264,7 @@ class TrainConfig(Section):
             return value
         raise fail(f"expected 'auto' or a whole number >= 1, got {describe(value)}")
 
-    @field_validator("gradient_checkpointing", mode="before")
+    @field_validator("gradient_checkpointing", "padding_free", mode="before")
     @classmethod
     def _check_checkpointing(cls, value: object) -> object:
         if value == "auto" or isinstance(value, bool):

@@ -8,7 +8,7 @@ from typing import Any
 from tests.conftest import VALID
 
 
-def sft_trainer(tmp_path: Path) -> Any:
+def sft_trainer(tmp_path: Path, extra: str = "") -> Any:
     from gym.config import load_config
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter
@@ -19,7 +19,7 @@ def sft_trainer(tmp_path: Path) -> Any:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train.jsonl").write_text('{"instruction": "a", "output": "b"}\n' * 4)
     path = tmp_path / "gym.toml"
-    path.write_text(VALID + "lora.dropout = 0.0\n")
+    path.write_text(VALID + extra + "lora.dropout = 0.0\n")
     config = load_config(path)
     tokenizer = load_tokenizer(config)
     context = TrainContext(
@@ -67,6 +67,22 @@ def test_padding_free_step_has_the_loss_and_gradient_of_the_padded_batch(tmp_pat
     for name, grad in reference.items():
         torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
     assert trainer.gym_tokens - tokens_before == int(padded["attention_mask"].sum())  # same non-pad tokens
+
+
+def test_padding_free_false_trains_padded_batches_with_sdpa(tmp_path: Path) -> None:
+    """train.padding_free = false: right-padded batches and the model's own attention, as before Gym chose."""
+    from gym.train.collate import PadCollator
+
+    trainer, tokenizer = sft_trainer(tmp_path, "padding_free = false\n")
+    assert isinstance(trainer.data_collator, PadCollator)
+    assert trainer.model.get_base_model().config._attn_implementation == "sdpa"
+    batch = trainer.data_collator(
+        [{"input_ids": [5, 6, 7], "labels": [5, 6, 7]}, {"input_ids": [8], "labels": [8]}]
+    )
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [8, tokenizer.pad_token_id, tokenizer.pad_token_id]]
+    assert not trainer._gym_label_logits_only(batch)  # two rows: transformers' own loss path
+    loss = trainer.training_step(trainer.model, batch, num_items_in_batch=3)
+    assert loss.item() > 0
 
 
 def test_padded_inputs_and_generation_keep_transformers_attention(tmp_path: Path) -> None:

@@ -133,16 +133,22 @@ def vision_collator(ctx: TrainContext) -> VisionCollator:
 
 
 def padding_free(ctx: TrainContext) -> bool:
-    """Padding-free rows: always under ``train.packing``; on CPU whenever the model's attention keeps the
-    samples of a padding-free row apart at padded cost (on a GPU without varlen attention, SDPA would
-    compute the whole row's square mask, so padded batches stay there)."""
+    """Padding-free rows (``train.padding_free``): always under ``train.packing``; under ``"auto"``, on CPU
+    when the model's attention keeps the samples of a padding-free row apart at padded cost (on a GPU
+    without varlen attention, SDPA would compute the whole row's square mask, so padded batches stay
+    there). Switches such a model to that attention (gym/train/packed_attention.py)."""
     import torch
 
+    wanted = ctx.config.train.padding_free
     if has_images(ctx.data.train):
+        if wanted is True:
+            raise ValueError("train.padding_free = true cannot concatenate rows with images; remove it")
         return False  # the vision collator pads (and refuses train.packing itself)
-    if torch.cuda.is_available():
-        return ctx.config.train.packing
-    return use_packed_attention(ctx.model) or ctx.config.train.packing
+    if wanted is False:
+        return False
+    on_cpu = not torch.cuda.is_available()
+    switched = on_cpu and use_packed_attention(ctx.model)
+    return switched or ctx.config.train.packing or wanted is True
 
 
 def pack_rows(rows: Any, max_length: int) -> Any:
