@@ -29,6 +29,7 @@ from gym.data.sources import (
     checked_files,
     file_problem,
     path_problem,
+    read_small_json,
     salvage_json_lines,
 )
 from gym.failures import error_chain
@@ -115,7 +116,8 @@ def root_cause(error: BaseException) -> str:
 
 
 def load_local(dataset: DatasetConfig, base_dir: Path) -> Dataset | SalvagedRows:
-    """A local file or folder through `datasets`; JSON Lines it refuses are read line by line instead."""
+    """A local file or folder through `datasets` (small JSON with the json module); JSON Lines it refuses
+    are read line by line instead."""
     import datasets
 
     name = str(dataset.name)
@@ -124,6 +126,9 @@ def load_local(dataset: DatasetConfig, base_dir: Path) -> Dataset | SalvagedRows
     lines = builder == "json" and all(f.endswith(".jsonl") for f in files)
     if checked_files(name, builder, [Path(f) for f in files]):  # lines in another encoding: bad rows
         return salvage_json_lines(files)
+    small = read_small_json(files) if builder == "json" else None
+    if small is not None:
+        return small
     try:
         with quiet_datasets():
             return datasets.load_dataset(builder, data_files=files, split="train")

@@ -6,6 +6,10 @@ FIFO, a name too long, a file without read permission) becomes one sentence nami
 any reading starts. Text files are checked to be UTF-8 (pyarrow accepts other bytes and fails later,
 deep inside row access). Parquet files are checked to be Parquet, and to hold rows, from their footer.
 
+Small JSON and JSON Lines files (:data:`SMALL_JSON_BYTES` in all) are read with the json module
+instead (:func:`read_small_json`): `datasets` would build and cache an Arrow table first, which costs
+more than the whole of tokenizing a thousand rows; the rows then reach the same converters.
+
 A JSON Lines file that `datasets` refuses as a whole (one broken line, one line in another encoding)
 is read again line by line here, so that each line that is not a JSON object counts as one bad row
 with its line number, and the rest of the file is still trained on, within ``max_bad_fraction``.
@@ -25,6 +29,9 @@ from typing import Any
 from gym.data.report import BadRow, DataError
 
 TEXT_BUILDERS = ("json", "csv")
+# Up to this many bytes of JSON are parsed by the json module (a few times their size in Python objects);
+# larger data goes through `datasets`, memory-mapped from its Arrow cache.
+SMALL_JSON_BYTES = 16 << 20
 BLOCK = 1 << 20
 
 
@@ -161,6 +168,26 @@ def salvage_json_lines(files: list[str]) -> SalvagedRows:
                     salvaged.rows.append((index, result))
                 index += 1
     return salvaged
+
+
+def read_small_json(files: list[str]) -> SalvagedRows | None:
+    """The rows of small JSON / JSON Lines files, or None: let `datasets` read them (too big, or not an
+    array of objects, whose errors `datasets` then words as for any file)."""
+    if sum(os.path.getsize(file) for file in files) > SMALL_JSON_BYTES:
+        return None
+    if all(file.endswith(".jsonl") for file in files):
+        return salvage_json_lines(files)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for file in files:
+        try:
+            with open(file, encoding="utf-8-sig") as handle:
+                values = json.load(handle)
+        except (ValueError, RecursionError):  # not one JSON document (perhaps JSON Lines named .json)
+            return None
+        if not isinstance(values, list) or not all(isinstance(value, dict) for value in values):
+            return None
+        rows += [(len(rows) + i, value) for i, value in enumerate(values)]
+    return SalvagedRows(rows)
 
 
 def checked_files(name: str, builder: str, files: list[Path]) -> bool:
