@@ -20,9 +20,10 @@ default and ``OMP_NUM_THREADS=1``.
 
 Packing (``--packing tiny``): Gym with ``train.packing = true`` against Gym unpacked, both as padded
 batches (``train.padding_free = false``, how the peers batch unpacked rows) and as Gym's default
-padding-free rows, one epoch over the same ``--pack-rows`` alpaca rows that fit ``--pack-cutoff`` (512)
-tokens, so the rows' lengths vary from a few dozen to 500 tokens; all three alternate, non-pad
-tokens/s over ``train_runtime``.
+padding-free rows, and against LLaMA-Factory unpacked (padded batches) and packed (its ``neat_packing``,
+which keeps attention within each row), one epoch over the same ``--pack-rows`` alpaca rows that fit
+``--pack-cutoff`` (512) tokens, so the rows' lengths vary from a few dozen to 500 tokens; all five
+alternate, non-pad tokens/s over ``train_runtime``.
 
 Plain TRL is TRL 1.x's ``SFTTrainer`` as shipped: it has no switch for its per-step entropy and
 top-1 accuracy pass (a fused LM head computes them on every step), so its figure includes that cost.
@@ -37,6 +38,7 @@ three tools train in fp32.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -189,9 +191,11 @@ dropout = 0.0
             "train_cpu": results.get("train_cpu_seconds"), "wall": run["wall"], "cpu": run["cpu"]}  # fmt: skip
 
 
-def llamafactory_run(
-    python: Path, folder: Path, model_dir: Path, steps: int, threads: int | None
-) -> dict[str, Any]:
+def llamafactory_run(python: Path, folder: Path, model_dir: Path, steps: int, threads: int | None, *,
+                     dataset: str = "fit", cutoff: int = CUTOFF, packed: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One LLaMA-Factory SFT run; ``steps`` 0: one epoch over ``dataset``; ``packed``: its ``neat_packing``
+    (rows packed into ``cutoff``-token sequences, each attending only to itself: a 4D block-diagonal mask
+    on CPU)."""
     out = folder / "lf-out"
     config = folder / "lf.yaml"
     config.write_text(f"""
@@ -203,10 +207,11 @@ lora_rank: {RANK}
 lora_alpha: {2 * RANK}
 lora_dropout: 0.0
 lora_target: all
-dataset: fit
+dataset: {dataset}
 dataset_dir: {folder}
 template: chatml
-cutoff_len: {CUTOFF}
+cutoff_len: {cutoff}
+neat_packing: {str(packed).lower()}
 overwrite_cache: true
 preprocessing_num_workers: 1
 output_dir: {out}
@@ -216,7 +221,7 @@ gradient_accumulation_steps: 1
 learning_rate: {LR}
 lr_scheduler_type: constant
 warmup_ratio: 0.0
-max_steps: {steps}
+{f"max_steps: {steps}" if steps else "num_train_epochs: 1"}
 logging_steps: 10
 save_strategy: "no"
 bf16: false
@@ -320,47 +325,60 @@ def main() -> list[dict[str, Any]]:
 
 
 def packing_table(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Gym packed vs unpacked: one epoch over the same variable-length rows, alternated, non-pad tokens/s."""
+    """Packed vs unpacked: one epoch over the same variable-length rows, alternated, non-pad tokens/s.
+
+    Gym padded, padding-free (its default) and packed; LLaMA-Factory unpacked (padded batches) and packed
+    (``neat_packing``, attention kept within each row as Gym's packing keeps it), when its venv is there.
+    """
+    python = llamafactory_python()
     table = []
     for model in [m for m in args.packing.split(",") if m != "none"]:
         model_dir = MODELS[model]()
         for setting in args.threads.split(","):
             threads = None if setting == "default" else int(setting)
-            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in PACK_MODES}
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp)
                 rows = fitting_rows(folder, model_dir, args.pack_cutoff, "vary", args.pack_rows)
+                modes = {
+                    mode: functools.partial(gym_run, folder, model_dir, rows, 0, threads,
+                                            cutoff=args.pack_cutoff, batching=batching)
+                    for mode, batching in PACK_MODES.items()
+                }  # fmt: skip
+                if python is not None:
+                    for mode, packed in (("lf_unpacked", False), ("lf_packed", True)):
+                        modes[mode] = functools.partial(llamafactory_run, python, folder, model_dir, 0, threads,
+                                                        dataset="vary", cutoff=args.pack_cutoff, packed=packed)  # fmt: skip
+                runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
                 for _ in range(args.repeats):
-                    for mode, batching in PACK_MODES.items():
-                        runs[mode].append(
-                            gym_run(
-                                folder,
-                                model_dir,
-                                rows,
-                                0,
-                                threads,
-                                cutoff=args.pack_cutoff,
-                                batching=batching,
-                            )
-                        )
+                    for mode, run in modes.items():
+                        runs[mode].append(run())
+                    if "lf_packed" in runs and runs["lf_packed"][-1]["tokens"] <= 0:
+                        # LF's non-pad counter sums the 4D block-diagonal mask of neat_packing (a negative
+                        # number); it trains every row once, as its unpacked run does: count those tokens.
+                        runs["lf_packed"][-1]["tokens"] = runs["lf_unpacked"][-1]["tokens"]
                     log(json.dumps({k: v[-1] for k, v in runs.items()}))
             rate = {k: sorted(r["tokens"] / r["seconds"] for r in v)[len(v) // 2] for k, v in runs.items()}
             table.append({"model": model, "threads": setting, "comparison": "packing",
                           **{f"{k}_tok_per_s": round(v) for k, v in rate.items()},
                           "packed_vs_padded": ratio(rate["packed"], rate["padded"]),
                           "packed_vs_padding_free": ratio(rate["packed"], rate["padding_free"]),
+                          "packed_vs_llamafactory_unpacked": ratio(rate["packed"], rate.get("lf_unpacked")),
+                          "packed_vs_llamafactory_packed": ratio(rate["packed"], rate.get("lf_packed")),
                           "tokens": runs["packed"][-1]["tokens"]})  # fmt: skip
     if table:
-        print(f"Gym SFT LoRA r{RANK}, packed vs unpacked, one epoch over {args.pack_rows} alpaca rows that fit "
-              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target packed >= 1.5x unpacked "
-              "(padded batches, train.padding_free = false). Gym's default unpacked batches are padding-free on "
-              "CPU already, which is where packing's gain comes from.")  # fmt: skip
-        print(f"{'model':5s} {'threads':>7s} {'padded tok/s':>13s} {'padding-free tok/s':>19s} {'packed tok/s':>13s} "
-              f"{'packed/padded':>14s} {'packed/padding-free':>20s}")  # fmt: skip
+        print(f"SFT LoRA r{RANK}, packed vs unpacked, one epoch over {args.pack_rows} alpaca rows that fit "
+              f"{args.pack_cutoff} tokens, batch {BATCH}, median of {args.repeats}; target packed >= 1.5x unpacked. "
+              "Gym's default unpacked batches are padding-free on CPU already, which is where packing's gain "
+              "comes from; its padded batches (train.padding_free = false) are length-grouped.")  # fmt: skip
+        print(f"{'model':5s} {'threads':>7s} {'Gym padded':>11s} {'Gym pad-free':>13s} {'Gym packed':>11s} "
+              f"{'LF unpacked':>12s} {'LF packed':>10s} {'packed/padded':>14s} {'packed/pad-free':>16s} "
+              f"{'packed/LF unp.':>15s} {'packed/LF packed':>17s}")  # fmt: skip
         for row in table:
-            print(f"{row['model']:5s} {row['threads']:>7s} {row['padded_tok_per_s']:>13,} "
-                  f"{row['padding_free_tok_per_s']:>19,} {row['packed_tok_per_s']:>13,} "
-                  f"{row['packed_vs_padded']:>14s} {row['packed_vs_padding_free']:>20s}")  # fmt: skip
+            print(f"{row['model']:5s} {row['threads']:>7s} {row['padded_tok_per_s']:>11,} "
+                  f"{row['padding_free_tok_per_s']:>13,} {row['packed_tok_per_s']:>11,} "
+                  f"{row.get('lf_unpacked_tok_per_s', 0):>12,} {row.get('lf_packed_tok_per_s', 0):>10,} "
+                  f"{row['packed_vs_padded']:>14s} {row['packed_vs_padding_free']:>16s} "
+                  f"{row['packed_vs_llamafactory_unpacked']:>15s} {row['packed_vs_llamafactory_packed']:>17s}")  # fmt: skip
     return table
 
 
