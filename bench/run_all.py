@@ -46,7 +46,9 @@ def main() -> None:
     table: list[tuple[str, str, str]] = []
     for name in args.only.split(","):
         log(f"== {name} ==")
-        repeat = ["--rounds" if name == "serve" else "--repeats", str(args.repeats)]
+        # serving runs one round: three rounds of both models, both workloads and three servers took over
+        # 90 minutes on 2 cores (bench/serve_load.py --rounds N repeats it on its own)
+        repeat = ["--rounds", "1"] if name == "serve" else ["--repeats", str(args.repeats)]
         done = subprocess.run([sys.executable, str(REPO / "bench" / SCRIPTS[name]), *repeat],
                               capture_output=True, text=True)  # fmt: skip
         print(done.stdout.rsplit("RESULT ", 1)[0], flush=True)
