@@ -3,9 +3,13 @@
 Builds what the comparisons need first (LLaMA-Factory's venv and Gym's train-only venv under .bench/,
 the 26M model), then runs
 bench/preprocess.py, bench/train_throughput.py and bench/serve_load.py, each printing its own table,
-and ends with the ratios together. Each script also runs alone; pass their options after `--`.
+and ends with the ratios together. Each script also runs alone, with its own options.
 
-    python bench/run_all.py [--only preprocess,train,serve] [--repeats 3]
+    python bench/run_all.py [--only preprocess,train,serve] [--repeats 3] [--rounds 1]
+
+``--repeats`` is the runs per tool of preprocessing and training (medians); serving takes ``--rounds``
+instead, one by default: three rounds of both models, both workloads and three servers took over 90
+minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", default=",".join(SCRIPTS))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per tool (preprocess, train)")
+    parser.add_argument("--rounds", type=int, default=1, help="serving rounds (serve)")
     args = parser.parse_args()
     llamafactory_python(build=True)
     gym_train_python(build=True)
@@ -46,9 +51,7 @@ def main() -> None:
     table: list[tuple[str, str, str]] = []
     for name in args.only.split(","):
         log(f"== {name} ==")
-        # serving runs one round: three rounds of both models, both workloads and three servers took over
-        # 90 minutes on 2 cores (bench/serve_load.py --rounds N repeats it on its own)
-        repeat = ["--rounds", "1"] if name == "serve" else ["--repeats", str(args.repeats)]
+        repeat = ["--rounds", str(args.rounds)] if name == "serve" else ["--repeats", str(args.repeats)]
         done = subprocess.run([sys.executable, str(REPO / "bench" / SCRIPTS[name]), *repeat],
                               capture_output=True, text=True)  # fmt: skip
         print(done.stdout.rsplit("RESULT ", 1)[0], flush=True)
