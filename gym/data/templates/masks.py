@@ -26,6 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from gym.data.byte_offsets import byte_lengths, encode_without_offsets
 from gym.data.templates.registry import TEMPLATES
 from gym.data.templates.render import render_chat, render_chat_generation
 
@@ -232,13 +233,14 @@ def tokenize_with_mask(
 
 
 def encode_texts(tokenizer: Any, texts: list[str]) -> list[Any]:
-    """The Rust ``Encoding`` of each text, in one batch call, without extra special tokens.
+    """The ``Encoding`` of each text (ids and positions), in one batch call, without extra special tokens.
 
     Calls the fast tokenizer's backend directly: ``tokenizer(texts, return_offsets_mapping=True)``
     would convert every token's offsets (and attention mask) into Python objects, which cost more
     than the tokenization itself; the labels need only a few lookups per assistant span
-    (:func:`labels_for_encoding`). Padding and truncation are switched off as ``tokenizer(...)``
-    switches them off for an unpadded, untruncated call.
+    (:func:`labels_for_encoding`). A byte-level BPE tokenizer is not even asked for offsets: its
+    tokens' byte lengths give them (gym/data/byte_offsets.py). Padding and truncation are switched
+    off as ``tokenizer(...)`` switches them off for an unpadded, untruncated call.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not getattr(tokenizer, "is_fast", False):
@@ -249,6 +251,9 @@ def encode_texts(tokenizer: Any, texts: list[str]) -> list[Any]:
         backend.no_truncation()
     if backend.padding is not None:
         backend.no_padding()
+    lengths = byte_lengths(tokenizer)
+    if lengths is not None:
+        return encode_without_offsets(backend, lengths, texts, backend.normalizer is not None)
     return backend.encode_batch(texts, add_special_tokens=False)
 
 

@@ -48,6 +48,33 @@ def _strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+@lru_cache(maxsize=1)
+def _environment_class() -> type:
+    import jinja2
+
+    class DictFirstEnvironment(jinja2.Environment):
+        """``message.role`` on a plain dict, answered as Jinja answers it, without the failed attribute lookup.
+
+        Jinja's ``getattr`` tries the attribute first and falls back to the item, so every ``x.name`` on a
+        conversation's dicts raised and caught an AttributeError (a quarter of rendering a tool-calling
+        conversation). A plain dict has an attribute exactly when the name is one of ``dir(dict)``, so
+        any other name goes straight to the item: the same value, or the same undefined.
+        """
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    return self.undefined(obj=obj, name=attribute)
+            return super().getattr(obj, attribute)
+
+    return DictFirstEnvironment
+
+
 @lru_cache(maxsize=32)
 def _compiled(template: str) -> Any:
     import jinja2
@@ -78,7 +105,7 @@ def _compiled(template: str) -> Any:
                 spans.append((start, start + len(text)))
             return text
 
-    environment = jinja2.Environment(
+    environment = _environment_class()(
         trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols]
     )
     environment.filters["tojson"] = _tojson
