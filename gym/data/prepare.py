@@ -25,7 +25,6 @@ from gym.data.columns import (
     examples_to_columns,
     kept_rows,
     map_batches,
-    row_count,
     to_dataset,
 )
 from gym.data.loading import data_files, load_examples, local_path, split_eval
@@ -179,20 +178,24 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit=" examples")
 
 
-def _tokenize(columns: Columns, tokenizer: Any, settings: TokenizeSettings, num_proc: int) -> Columns:
+def _tokenize(examples: list[Any], tokenizer: Any, settings: TokenizeSettings, num_proc: int) -> Columns:
     """Tokenized rows as Python columns, in this process or in ``num_proc`` worker processes."""
-    count = row_count(columns)
+    count = len(examples)
     workers = num_proc if count >= PARALLEL_FROM_ROWS else 1
     with _progress(count, f"tokenizing {count} rows") as bar:
         if workers > 1:
+            columns = examples_to_columns(examples)
             return tokenize_in_workers(columns, tokenizer, settings, workers, SHARD_ROWS, bar.update)
-        # Two threads: one batch renders (Python, GIL) while the other is tokenized (Rust, GIL released,
-        # itself spread over the cores); batches of 64 to 1024 rows, so even 300 rows overlap.
+        # Two threads: one batch is made into columns and rendered (Python, GIL) while the other is
+        # tokenized (Rust, GIL released, itself spread over the cores); batches of 64 to 1024 rows, so
+        # even 300 rows overlap, and the first batch is in Rust before the last one has columns.
         threads = min(2, os.cpu_count() or 1)
         with ThreadPoolExecutor(threads) as pool:
             return map_batches(
-                columns,
-                lambda batch: tokenize_batch(batch, tokenizer=tokenizer, settings=settings),
+                {"example": examples},
+                lambda batch: tokenize_batch(
+                    examples_to_columns(batch["example"]), tokenizer=tokenizer, settings=settings
+                ),
                 max(64, min(1024, -(-count // 8))),
                 bar.update,
                 pool.map if threads > 1 else map,
@@ -283,7 +286,7 @@ def prepare_data(
 
     def tokenized(examples: list[Any], split: str) -> tuple[Dataset, int, dict[str, list[int]]]:
         fingerprint = f"{folder.name}-{split}"
-        rows = _tokenize(examples_to_columns(examples), tokenizer, settings, workers)
+        rows = _tokenize(examples, tokenizer, settings, workers)
         if processor is not None:
             from gym.data.vision import expand_images
 

@@ -10,7 +10,13 @@ log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is res
 
 A candidate whose step costs :data:`DROP_FACTOR` times the best other per token is not tried again: on
 a loaded machine one two-thread step measured 34x the one-thread step (OpenMP barriers waiting for
-descheduled threads), and trying it three times cost more than the whole rest of a short run.
+descheduled threads), and trying it three times cost more than the whole rest of a short run. And the
+trials stop as soon as a round (one step on each candidate still in the running) shows one candidate
+:data:`CLEAR_MARGIN` faster than every other: on two idle cores the one-thread step costs 1.34x (the
+0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so the answer is known after two measured
+steps, and the two further one-thread steps that three rounds took cost 2-5% of a 30-step run
+(bench/train_throughput.py). Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a
+wrong pick costs little because the two are close.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: 
 TRIALS_PER_CANDIDATE = 3
 MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
 DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again
+CLEAR_MARGIN = 1.25  # after a full round, a candidate this much slower than the best is out
 
 
 def candidates() -> list[int]:
@@ -84,6 +91,7 @@ def make_tuner(
             self.started = 0.0
             self.tokens_before = 0
             self.chosen: int | None = None
+            self.dropped: set[int] = set()
             self.measured: dict[str, Any] = {}
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -102,20 +110,34 @@ def make_tuner(
                 spent, trained = clock() - self.started, tokens() - self.tokens_before
                 self.seconds[self.current].append(spent / trained if trained > 0 else spent)
                 self.pending.pop(0)
-                self._drop_slow()
-            if self.step > WARMUP_STEPS and not self.pending:
+                self._drop_slow(DROP_FACTOR)
+                if self._round_complete():
+                    self._drop_slow(CLEAR_MARGIN)
+            if self.step > WARMUP_STEPS and (not self.pending or len(self._running()) == 1):
                 self._choose()
+
+        def _running(self) -> list[int]:
+            """The candidates not dropped for being slower."""
+            return [c for c in candidates() if c not in self.dropped]
+
+        def _round_complete(self) -> bool:
+            """Whether every candidate still running has been measured, all of them equally often."""
+            return len({len(self.seconds[c]) for c in self._running()} - {0}) == 1 and all(
+                self.seconds[c] for c in self._running()
+            )
 
         def _costs(self) -> dict[int, float]:
             """Median seconds per trained token of every candidate measured so far."""
             return {c: statistics.median(v) for c, v in self.seconds.items() if v}
 
-        def _drop_slow(self) -> None:
+        def _drop_slow(self, factor: float) -> None:
+            """No more trials for a candidate ``factor`` times slower per token than the best other."""
             cost = self._costs()
             for candidate, value in cost.items():
                 others = [v for c, v in cost.items() if c != candidate]
-                if others and value > DROP_FACTOR * min(others):
+                if others and value > factor * min(others):
                     self.pending = [c for c in self.pending if c != candidate]
+                    self.dropped.add(candidate)
 
         def _choose(self) -> None:
             cost = self._costs()
