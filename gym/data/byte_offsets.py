@@ -128,8 +128,11 @@ def _table(tokenizer: Any) -> Any | None:
     if not set("".join(plain)) <= _byte_alphabet():
         return None
     lengths = np.zeros(max(vocab.values(), default=-1) + 1, dtype=np.int64)
-    for token, token_id in vocab.items():
-        lengths[token_id] = len(token.encode("utf-8")) if token in added else len(token)
+    lengths[np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))] = np.fromiter(
+        (len(token.encode("utf-8")) if token in added else len(token) for token in vocab),
+        dtype=np.int64,
+        count=len(vocab),
+    )  # (a byte-level token writes one byte per character; an added token is matched as its UTF-8 text)
     return lengths if _probe_agrees(backend, lengths, added) else None
 
 
