@@ -326,10 +326,12 @@ def _text_blocks(ids: list[int], tokenizer: Any, max_length: int) -> list[dict[s
 def _with_status(ids: Any, labels: Any, status: str, method: str) -> dict[str, Any]:
     import numpy as np
 
-    if status in (OK, TRUNCATED) and method in ("sft", "dpo", "rm", "kto") and _loss_tokens(labels) == 0:
+    labels = np.asarray(labels, dtype=np.int32)
+    loss_tokens = _loss_tokens(labels)
+    if status in (OK, TRUNCATED) and method in ("sft", "dpo", "rm", "kto") and loss_tokens == 0:
         status = NO_LOSS
-    return {"input_ids": np.asarray(ids, dtype=np.int32), "labels": np.asarray(labels, dtype=np.int32),
-            "status": status}  # fmt: skip
+    return {"input_ids": np.asarray(ids, dtype=np.int32), "labels": labels, "status": status,
+            "loss_tokens": loss_tokens}  # fmt: skip
 
 
 def _loss_tokens(labels: Any) -> int:
@@ -402,6 +404,7 @@ def tokenize_batch(
             out["labels"].append(np.asarray(result["labels"], dtype=np.int32))
             out["length"].append(len(result["input_ids"]))
             out["full_length"].append(result.get("full_length", len(result["input_ids"])))
-            out["loss_tokens"].append(_loss_tokens(result["labels"]))
+            counted = result.get("loss_tokens")
+            out["loss_tokens"].append(_loss_tokens(result["labels"]) if counted is None else counted)
             out["status"].append(result["status"])
     return out

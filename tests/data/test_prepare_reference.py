@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 CASES = {  # fixture: (format, template, extra keys)
     "alpaca_en_demo": ("alpaca", "chatml", ""),
+    "alpaca_zh_demo": ("alpaca", "chatml", ""),  # Chinese: token positions past multi-byte characters
     "glaive_toolcall_en_demo": (
         "sharegpt",
         "qwen3",
@@ -82,8 +83,8 @@ def _assert_matches_reference(tokenizer, train) -> None:
     assert not mismatched, f"rows whose tokens or labels differ from apply_chat_template: {mismatched[:10]}"
 
 
-@pytest.mark.parametrize(("name", "max_length"), [("alpaca_en_demo", 2048), ("glaive_toolcall_en_demo", 2048),
-                                                  ("glaive_toolcall_en_demo", 768)])  # fmt: skip
+@pytest.mark.parametrize(("name", "max_length"), [("alpaca_en_demo", 2048), ("alpaca_zh_demo", 2048),
+                                                  ("glaive_toolcall_en_demo", 2048), ("glaive_toolcall_en_demo", 768)])  # fmt: skip
 def test_fixture_rows_match_the_tokenizers_own_template(
     tmp_path: Path, fixtures_dir: Path, name: str, max_length: int
 ) -> None:

@@ -162,6 +162,9 @@ def attach_media(example: Example, row: dict[str, Any], ctx: Context) -> Example
     for role, marker in MEDIA_MARKERS.items():
         value = row.get(ctx.column(role, role))
         if role == "images":
+            if value is None and not any(message.images for message in example.messages):
+                example.images = []  # no image anywhere: nothing to resolve, and markers are plain text
+                continue
             from gym.data.vision import place_markers, resolve_image
 
             items = [] if value is None else [value] if isinstance(value, str) else list(value)
