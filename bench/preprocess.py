@@ -15,7 +15,7 @@ the ratio of CPU seconds spent in the window (the process, its threads and its f
 processes): on a shared machine wall time mostly measures the other users, CPU time the work done.
 It does not credit Gym for running tokenization and rendering side by side on two cores.
 
-    python bench/preprocess.py [--repeats 3] [--cutoff 2048] [--scale 1,10,100] [--build-peers]
+    python bench/preprocess.py [--repeats 3] [--cutoff 2048] [--scale 1,10,100] [--only CASES] [--build-peers]
 """
 
 from __future__ import annotations
@@ -162,18 +162,22 @@ def main() -> list[dict[str, Any]]:
     parser.add_argument("--cutoff", type=int, default=2048)
     parser.add_argument("--scale", default="1,10,100", help="copies of alpaca for Gym's scaling rows")
     parser.add_argument("--build-peers", action="store_true", help="build LLaMA-Factory's venv when missing")
+    parser.add_argument("--only", default="", help="comma-separated cases to run (alpaca_en_demo, "
+                        "glaive_toolcall_en_demo, alpaca_en_demo_x4); default: all")  # fmt: skip
     args = parser.parse_args()
+    wanted = set(filter(None, args.only.split(","))) or {*CASES, "alpaca_en_demo_x4"}
     python = llamafactory_python(build=args.build_peers)
     if python is None:
         log("LLaMA-Factory's venv is missing (make bench builds it): Gym's figures only")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for name in CASES:
+        for name in (name for name in CASES if name in wanted):
             rows.append(compare(folder, python, name, 1, args.cutoff, 1, args.repeats))
             log(json.dumps(rows[-1]))
-        rows.append(compare(folder, python, "alpaca_en_demo", 4, args.cutoff, 2, args.repeats))
-        log(json.dumps(rows[-1]))
+        if "alpaca_en_demo_x4" in wanted:
+            rows.append(compare(folder, python, "alpaca_en_demo", 4, args.cutoff, 2, args.repeats))
+            log(json.dumps(rows[-1]))
         for copies in (int(c) for c in args.scale.split(",") if c):
             key = write_data(folder, "alpaca_en_demo", copies)
             run = time_gym(folder, "alpaca_en_demo", key, args.cutoff, 0)

@@ -31,7 +31,7 @@ def _texts() -> list[str]:
     if FIXTURES.is_dir():
         for name in ("alpaca_en_demo.json", "alpaca_zh_demo.json", "glaive_toolcall_en_demo.json"):
             rows = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
-            texts += [json.dumps(row, ensure_ascii=False) for row in rows[:300]]
+            texts += [json.dumps(row, ensure_ascii=False) for row in rows[:120]]
     mix = "Hello,  world!\n\n\tcafé naïve — 你好，世界 🙂 x=1; e\u0301 "  # e + combining accent: not NFC
     texts += [
         f"<|im_start|>user\n{mix * k}<|im_end|>\n<|im_start|>assistant\n{mix}<|im_end|>" for k in range(1, 40)
