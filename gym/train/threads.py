@@ -14,8 +14,8 @@ descheduled threads), and trying it three times cost more than the whole rest of
 trials stop as soon as a round (one step on each candidate still in the running) shows one candidate
 :data:`CLEAR_MARGIN` faster than every other: on two idle cores the one-thread step costs 1.34x (the
 0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so the answer is known after two measured
-steps, and the two further one-thread steps that three rounds took cost 2-5% of a 30-step run
-(bench/train_throughput.py). Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a
+steps; the two further one-thread steps that three rounds took cost about 2-5% of a 30-step run
+(estimated from those per-step costs). Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a
 wrong pick costs little because the two are close.
 """
 
