@@ -37,19 +37,9 @@ _NO_TABLE = object()
 @lru_cache(maxsize=1)
 def _byte_alphabet() -> frozenset[str]:
     """The 256 characters byte-level BPE writes bytes as (GPT-2's ``bytes_to_unicode``)."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    chars, extra = [], 0
-    for byte in range(256):
-        if byte in printable:
-            chars.append(chr(byte))
-        else:
-            chars.append(chr(256 + extra))
-            extra += 1
-    return frozenset(chars)
+    from tokenizers import pre_tokenizers
+
+    return frozenset(pre_tokenizers.ByteLevel.alphabet())
 
 
 class ByteOffsets:
@@ -58,11 +48,11 @@ class ByteOffsets:
 
     __slots__ = ("_ascii", "_ends", "_leads", "_text", "ids")
 
-    def __init__(self, ids: Any, ends: Any, text: str) -> None:
+    def __init__(self, ids: Any, ends: Any, text: str, is_ascii: bool) -> None:
         self.ids = ids  # int32 array
         self._ends = ends  # byte offset just past each token
         self._text = text
-        self._ascii = text.isascii()
+        self._ascii = is_ascii
         self._leads: Any = None
 
     def __len__(self) -> int:
@@ -159,14 +149,16 @@ def _view(encoding: Any, lengths: Any, text: str) -> ByteOffsets | None:
     except IndexError:  # an id past the table: nothing can be said of its bytes
         return None
     size = int(ends[-1]) if len(ends) else 0
-    if size != (len(text) if text.isascii() else len(text.encode("utf-8"))):
+    is_ascii = text.isascii()
+    if size != (len(text) if is_ascii else len(text.encode("utf-8"))):
         return None
-    return ByteOffsets(ids, ends, text)
+    return ByteOffsets(ids, ends, text, is_ascii)
 
 
-def encode_without_offsets(backend: Any, lengths: Any, texts: list[str], nfc: bool) -> list[Any]:
+def encode_without_offsets(backend: Any, lengths: Any, texts: list[str]) -> list[Any]:
     """``texts`` tokenized by ``encode_batch_fast``, positions derived; a text whose bytes do not add up
     (or, for an NFC tokenizer, that NFC would change) is tokenized again by ``encode_batch``."""
+    nfc = backend.normalizer is not None  # a qualifying tokenizer normalizes with NFC or not at all
     fast = backend.encode_batch_fast(texts, add_special_tokens=False)
     out: list[Any] = []
     again: list[int] = []

@@ -122,9 +122,8 @@ def make_tuner(
 
         def _round_complete(self) -> bool:
             """Whether every candidate still running has been measured, all of them equally often."""
-            return len({len(self.seconds[c]) for c in self._running()} - {0}) == 1 and all(
-                self.seconds[c] for c in self._running()
-            )
+            counts = {len(self.seconds[c]) for c in self._running()}
+            return len(counts) == 1 and 0 not in counts
 
         def _costs(self) -> dict[int, float]:
             """Median seconds per trained token of every candidate measured so far."""

@@ -143,7 +143,7 @@ def test_a_text_whose_bytes_do_not_add_up_is_tokenized_again_with_offsets() -> N
     lengths = byte_lengths(tokenizer).copy()
     lengths[backend.token_to_id("<|im_end|>")] += 1  # as if that token stood for one more byte
     texts = ["<|im_start|>user\nHi<|im_end|>", "no special token here"]
-    out = encode_without_offsets(backend, lengths, texts, nfc=False)
+    out = encode_without_offsets(backend, lengths, texts)
     assert not isinstance(out[0], ByteOffsets)  # the Rust encoding, with offsets
     assert isinstance(out[1], ByteOffsets)
     assert out[0].offsets == backend.encode(texts[0], add_special_tokens=False).offsets

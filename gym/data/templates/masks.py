@@ -253,7 +253,7 @@ def encode_texts(tokenizer: Any, texts: list[str]) -> list[Any]:
         backend.no_padding()
     lengths = byte_lengths(tokenizer)
     if lengths is not None:
-        return encode_without_offsets(backend, lengths, texts, backend.normalizer is not None)
+        return encode_without_offsets(backend, lengths, texts)
     return backend.encode_batch(texts, add_special_tokens=False)
 
 
