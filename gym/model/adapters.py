@@ -119,12 +119,19 @@ def _peft(model: Any, config: GymConfig, *, use_dora: bool) -> Any:
         )
         keep_4bit_differentiable_on_cpu(model)
     try:
-        return get_peft_model(model, lora_config(config, model, use_dora=use_dora))
+        adapted = get_peft_model(model, lora_config(config, model, use_dora=use_dora))
     except ValueError as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelError(
             f"cannot put a {'DoRA' if use_dora else 'LoRA'} adapter on the model: {first}"
         ) from error
+    import torch
+
+    if not torch.cuda.is_available():  # training on CPU: the adapters' products in BLAS's fast layout
+        from gym.model.lora_matmuls import use_cpu_lora_matmuls
+
+        use_cpu_lora_matmuls(adapted)
+    return adapted
 
 
 def lora(model: Any, config: GymConfig) -> Any:

@@ -21,12 +21,15 @@ generates and evaluates exactly as with ``sdpa``.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from gym.train.length_groups import plan_groups
 
 NAME = "gym_packed_sdpa"
-_layouts: list[Any] = [None, None]  # [position_ids of the last forward, its layout]: one per forward
+# The position_ids of the last forward and its layout, per thread: every layer of one forward reuses it,
+# and forwards running side by side on other threads (gym/train/parallel_step.py) keep their own.
+_layouts = threading.local()
 
 
 GROUP_COST = 256 * 256  # one more SDPA call (and its index gathers) costs about as much as 64k score entries
@@ -77,9 +80,9 @@ def layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
 
 
 def _cached_layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
-    if _layouts[0] is not position_ids:  # every layer of one forward gets the same tensor
-        _layouts[0], _layouts[1] = position_ids, layout(position_ids)
-    return _layouts[1]
+    if getattr(_layouts, "key", None) is not position_ids:  # every layer of one forward gets the same tensor
+        _layouts.key, _layouts.plan = position_ids, layout(position_ids)
+    return _layouts.plan
 
 
 def packed_sdpa_forward(
@@ -93,7 +96,7 @@ def packed_sdpa_forward(
     **kwargs: Any,
 ) -> tuple[Any, None]:
     """transformers' attention-function signature; output ``(batch, tokens, heads, dim)`` like SDPA's."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     position_ids = kwargs.get("position_ids")
     plan = None
@@ -112,16 +115,18 @@ def packed_sdpa_forward(
     import torch
 
     calls, scatter = plan
-    groups = query.shape[1] // key.shape[1]
-    query, key, value = query[0], repeat_kv(key, groups)[0], repeat_kv(value, groups)[0]
+    # Grouped-query attention: SDPA pairs each key/value head with its query heads itself (enable_gqa),
+    # so the key/value heads are gathered as they are, never repeated per query head.
+    grouped = query.shape[1] != key.shape[1]
+    query, key, value = query[0], key[0], value[0]
     heads, dim = query.shape[0], query.shape[2]
     outputs = []
     for gather, samples, longest in calls:
         gather = gather.to(query.device)
-        shape = (heads, samples, longest, dim)
         # (heads, total, dim) -> (samples, heads, longest, dim)
         q, k, v = (
-            states.index_select(1, gather).view(shape).transpose(0, 1) for states in (query, key, value)
+            states.index_select(1, gather).view(states.shape[0], samples, longest, dim).transpose(0, 1)
+            for states in (query, key, value)
         )
         out = torch.nn.functional.scaled_dot_product_attention(
             q,
@@ -130,6 +135,7 @@ def packed_sdpa_forward(
             dropout_p=dropout if module.training else 0.0,
             is_causal=True,
             scale=scaling,
+            enable_gqa=grouped,
         )
         outputs.append(out.transpose(1, 2).reshape(samples * longest, heads, dim))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
