@@ -10,19 +10,21 @@ log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is res
 
 A candidate whose step costs :data:`DROP_FACTOR` times the best other per token is not tried again: on
 a loaded machine one two-thread step measured 34x the one-thread step (OpenMP barriers waiting for
-descheduled threads), and trying it three times cost more than the whole rest of a short run. And the
-trials stop as soon as a round (one step on each candidate still in the running) shows one candidate
-:data:`CLEAR_MARGIN` faster than every other: on two idle cores the one-thread step costs 1.34x (the
-0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so the answer is known after two measured
-steps; the two further one-thread steps that three rounds took cost about 2-5% of a 30-step run
-(estimated from those per-step costs). Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a
-wrong pick costs little because the two are close.
+descheduled threads), and trying it three times cost more than the whole rest of a short run. Otherwise
+each candidate is judged by its fastest step per token: another process can only slow a step down, never
+speed it up, so the fastest step is the one least disturbed. On a shared two-core machine single steps of
+the same run vary by 15-30%; one disturbed two-thread step made the tiny model train on one thread for
+the whole run (1.3x slower) when one round decided. So the trials stop once :data:`MIN_ROUNDS` rounds
+(one step on each candidate still in the running) show one candidate :data:`CLEAR_MARGIN` faster than
+every other; on two idle cores the one-thread step costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M
+Llama) the two-thread step, so that is steps 2-5, and the one further one-thread step costs about 1-2%
+of a 30-step run. Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a wrong pick costs
+little because the two are close.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,8 @@ WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: 
 TRIALS_PER_CANDIDATE = 3
 MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
 DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again
-CLEAR_MARGIN = 1.25  # after a full round, a candidate this much slower than the best is out
+CLEAR_MARGIN = 1.25  # after MIN_ROUNDS full rounds, a candidate this much slower than the best is out
+MIN_ROUNDS = 2  # one disturbed step must not decide the whole run
 
 
 def candidates() -> list[int]:
@@ -111,7 +114,7 @@ def make_tuner(
                 self.seconds[self.current].append(spent / trained if trained > 0 else spent)
                 self.pending.pop(0)
                 self._drop_slow(DROP_FACTOR)
-                if self._round_complete():
+                if self._round_complete() and len(self.seconds[self._running()[0]]) >= MIN_ROUNDS:
                     self._drop_slow(CLEAR_MARGIN)
             if self.step > WARMUP_STEPS and (not self.pending or len(self._running()) == 1):
                 self._choose()
@@ -126,8 +129,8 @@ def make_tuner(
             return len(counts) == 1 and 0 not in counts
 
         def _costs(self) -> dict[int, float]:
-            """Median seconds per trained token of every candidate measured so far."""
-            return {c: statistics.median(v) for c, v in self.seconds.items() if v}
+            """Seconds per trained token of every candidate measured so far, at its fastest step."""
+            return {c: min(v) for c, v in self.seconds.items() if v}
 
         def _drop_slow(self, factor: float) -> None:
             """No more trials for a candidate ``factor`` times slower per token than the best other."""
