@@ -229,8 +229,8 @@ class TrainConfig(Section):
     cpu_threads: Literal["auto"] | int = Field(
         default="auto",
         description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else measured: the "
-        "first steps alternate one thread and one per core, and the faster per trained token is kept "
-        "(train_results.json records the measurement).",
+        "first steps alternate one thread and one per core, and the faster per trained token (each at its "
+        "fastest step) is kept (train_results.json records the measurement).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
