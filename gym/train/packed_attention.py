@@ -28,7 +28,7 @@ from gym.train.length_groups import plan_groups
 
 NAME = "gym_packed_sdpa"
 # The position_ids of the last forward and its layout, per thread: every layer of one forward reuses it,
-# and forwards running side by side on other threads (gym/train/parallel_step.py) keep their own.
+# and a forward of the same model on another thread (a server's worker, an evaluation) keeps its own.
 _layouts = threading.local()
 
 
