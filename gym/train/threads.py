@@ -13,13 +13,14 @@ a loaded machine one two-thread step measured 34x the one-thread step (OpenMP ba
 descheduled threads), and trying it three times cost more than the whole rest of a short run. Otherwise
 each candidate is judged by its fastest step per token: another process can only slow a step down, never
 speed it up, so the fastest step is the one least disturbed. On a shared two-core machine single steps of
-the same run vary by 15-30%; one disturbed two-thread step made the tiny model train on one thread for
-the whole run (1.3x slower) when one round decided. So the trials stop once :data:`MIN_ROUNDS` rounds
-(one step on each candidate still in the running) show one candidate :data:`CLEAR_MARGIN` faster than
-every other; on two idle cores the one-thread step costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M
-Llama) the two-thread step, so that is steps 2-5, and the one further one-thread step costs about 1-2%
-of a 30-step run. Closer counts get up to :data:`TRIALS_PER_CANDIDATE` rounds, where a wrong pick costs
-little because the two are close.
+the same run vary by 15-30%, and one disturbed two-thread step made the tiny model train on one thread
+for the whole run (1.3x slower) when one round decided. So one round (one step on each candidate still
+in the running) that shows torch's default, one thread per core, :data:`CLEAR_MARGIN` faster than every
+other keeps it, while leaving the default for another count takes :data:`MIN_ROUNDS` rounds that show
+it: on two idle cores the one-thread step costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M Llama) the
+two-thread step, so the answer is known after two measured steps, and a wrong switch away from the
+default, the costly mistake, needs two disturbed steps. Closer counts get up to
+:data:`TRIALS_PER_CANDIDATE` rounds, where a wrong pick costs little because the two are close.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: 
 TRIALS_PER_CANDIDATE = 3
 MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
 DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again
-CLEAR_MARGIN = 1.25  # after MIN_ROUNDS full rounds, a candidate this much slower than the best is out
-MIN_ROUNDS = 2  # one disturbed step must not decide the whole run
+CLEAR_MARGIN = 1.25  # after a deciding round, a candidate this much slower than the best is out
+MIN_ROUNDS = 2  # rounds before leaving the default count: one disturbed step must not decide the whole run
 
 
 def candidates() -> list[int]:
@@ -114,7 +115,7 @@ def make_tuner(
                 self.seconds[self.current].append(spent / trained if trained > 0 else spent)
                 self.pending.pop(0)
                 self._drop_slow(DROP_FACTOR)
-                if self._round_complete() and len(self.seconds[self._running()[0]]) >= MIN_ROUNDS:
+                if self._round_complete() and self._settled():
                     self._drop_slow(CLEAR_MARGIN)
             if self.step > WARMUP_STEPS and (not self.pending or len(self._running()) == 1):
                 self._choose()
@@ -127,6 +128,13 @@ def make_tuner(
             """Whether every candidate still running has been measured, all of them equally often."""
             counts = {len(self.seconds[c]) for c in self._running()}
             return len(counts) == 1 and 0 not in counts
+
+        def _settled(self) -> bool:
+            """Whether the rounds so far may decide: keeping torch's default (one thread per core) needs one
+            round, leaving it for another count :data:`MIN_ROUNDS`."""
+            cost = self._costs()
+            rounds = len(self.seconds[self._running()[0]])
+            return rounds >= MIN_ROUNDS or min(cost, key=cost.__getitem__) == max(candidates())
 
         def _costs(self) -> dict[int, float]:
             """Seconds per trained token of every candidate measured so far, at its fastest step."""

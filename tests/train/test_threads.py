@@ -84,7 +84,7 @@ def test_a_far_slower_thread_count_is_tried_once(tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
-def test_a_clearly_faster_thread_count_is_kept_after_two_rounds(
+def test_a_clearly_faster_default_is_kept_after_one_round(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cores = os.cpu_count() or 2
@@ -92,10 +92,21 @@ def test_a_clearly_faster_thread_count_is_kept_after_two_rounds(
         tmp_path, monkeypatch, {1: 0.1, cores: 0.07}
     )  # two idle cores: the tiny model trains 1.3x faster on two threads, a 26M Llama 1.7x
     assert tuner.chosen == cores
+    assert used[1:3].count(1) == 1 and used[1:3].count(cores) == 1
+    assert tuner.measured["steps"] == [2, 3]
+    assert all(n == cores for n in used[3:])  # the slower count costs one step, not three
+    assert f"training on {cores}" in lines[0]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+def test_leaving_the_default_takes_two_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = os.cpu_count() or 2
+    tuner, used, lines = tuned(tmp_path, monkeypatch, {1: 0.07, cores: 0.1})  # a busy machine: one is faster
+    assert tuner.chosen == 1
     assert used[1:5].count(1) == 2 and used[1:5].count(cores) == 2
     assert tuner.measured["steps"] == [2, 5]
-    assert all(n == cores for n in used[5:])  # the slower count costs two steps, not three
-    assert f"training on {cores}" in lines[0]
+    assert all(n == 1 for n in used[5:])
+    assert "training on 1" in lines[0]
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
