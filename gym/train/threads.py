@@ -8,19 +8,18 @@ guess from the model's size: the first optimiser steps alternate the candidates 
 core) and the one with the least time per trained token is kept for the rest of the run, with one
 log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is respected as it is.
 
-A candidate whose step costs :data:`DROP_FACTOR` times the best other per token is not tried again: on
-a loaded machine one two-thread step measured 34x the one-thread step (OpenMP barriers waiting for
-descheduled threads), and trying it three times cost more than the whole rest of a short run. Otherwise
-each candidate is judged by its fastest step per token: another process can only slow a step down, never
-speed it up, so the fastest step is the one least disturbed. On a shared two-core machine single steps of
-the same run vary by 15-30%, and one disturbed two-thread step made the tiny model train on one thread
-for the whole run (1.3x slower) when one round decided. So one round (one step on each candidate still
-in the running) that shows torch's default, one thread per core, :data:`CLEAR_MARGIN` faster than every
-other keeps it, while leaving the default for another count takes :data:`MIN_ROUNDS` rounds that show
-it: on two idle cores the one-thread step costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M Llama) the
-two-thread step, so the answer is known after two measured steps, and a wrong switch away from the
-default, the costly mistake, needs two disturbed steps. Closer counts get up to
-:data:`TRIALS_PER_CANDIDATE` rounds, where a wrong pick costs little because the two are close.
+Each candidate is judged by its fastest step per trained token: another process can only slow a step
+down, never speed it up, so the fastest step is the one least disturbed. After each round (one step on
+each candidate still in the running), a candidate :data:`CLEAR_MARGIN` slower than the best other is
+out, and after any step, one :data:`DROP_FACTOR` times slower. On two idle cores the one-thread step
+costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so one round decides and
+the run pays for one slow step. Leaving torch's default, one thread per core, takes :data:`MIN_ROUNDS`
+steps of it: on a shared two-core machine single steps vary by 15-30% and now and then by 2x, and one
+disturbed two-thread step put whole runs of the tiny model on one thread (1.3x slower). Only a default
+step :data:`LOADED_FACTOR` times slower drops it at once: on a loaded machine one two-thread step
+measured 34x the one-thread step (OpenMP barriers waiting for descheduled threads), and trying it again
+would cost more than the rest of a short run. Closer counts get up to :data:`TRIALS_PER_CANDIDATE`
+rounds, where a wrong pick costs little because the two are close.
 """
 
 from __future__ import annotations
@@ -37,8 +36,9 @@ WARMUP_STEPS = 1  # the first step pays for lazy initialisation and allocation: 
 TRIALS_PER_CANDIDATE = 3
 MIN_STEPS_TO_TUNE = 12  # shorter runs keep one thread per core: measuring would cost more than it saves
 DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other is not tried again
-CLEAR_MARGIN = 1.25  # after a deciding round, a candidate this much slower than the best is out
-MIN_ROUNDS = 2  # rounds before leaving the default count: one disturbed step must not decide the whole run
+CLEAR_MARGIN = 1.25  # after each round, a candidate this much slower than the best other is out
+MIN_ROUNDS = 2  # steps of the default count before it is dropped: one disturbed step must not decide the run
+LOADED_FACTOR = 4.0  # ...unless that one step was this much slower than the best other (a loaded machine)
 
 
 def candidates() -> list[int]:
@@ -115,7 +115,7 @@ def make_tuner(
                 self.seconds[self.current].append(spent / trained if trained > 0 else spent)
                 self.pending.pop(0)
                 self._drop_slow(DROP_FACTOR)
-                if self._round_complete() and self._settled():
+                if self._round_complete():
                     self._drop_slow(CLEAR_MARGIN)
             if self.step > WARMUP_STEPS and (not self.pending or len(self._running()) == 1):
                 self._choose()
@@ -129,25 +129,30 @@ def make_tuner(
             counts = {len(self.seconds[c]) for c in self._running()}
             return len(counts) == 1 and 0 not in counts
 
-        def _settled(self) -> bool:
-            """Whether the rounds so far may decide: keeping torch's default (one thread per core) needs one
-            round, leaving it for another count :data:`MIN_ROUNDS`."""
-            cost = self._costs()
-            rounds = len(self.seconds[self._running()[0]])
-            return rounds >= MIN_ROUNDS or min(cost, key=cost.__getitem__) == max(candidates())
-
         def _costs(self) -> dict[int, float]:
             """Seconds per trained token of every candidate measured so far, at its fastest step."""
             return {c: min(v) for c, v in self.seconds.items() if v}
 
         def _drop_slow(self, factor: float) -> None:
-            """No more trials for a candidate ``factor`` times slower per token than the best other."""
+            """No more trials for a candidate ``factor`` times slower per token than the best other.
+
+            torch's default (one thread per core) is dropped on one step only when that step is
+            :data:`LOADED_FACTOR` times slower (a loaded machine); otherwise it takes :data:`MIN_ROUNDS` steps.
+            """
             cost = self._costs()
             for candidate, value in cost.items():
                 others = [v for c, v in cost.items() if c != candidate]
-                if others and value > factor * min(others):
-                    self.pending = [c for c in self.pending if c != candidate]
-                    self.dropped.add(candidate)
+                if not others or value <= factor * min(others):
+                    continue
+                default = candidate == max(candidates())
+                if (
+                    default
+                    and len(self.seconds[candidate]) < MIN_ROUNDS
+                    and value <= LOADED_FACTOR * min(others)
+                ):
+                    continue  # one step of the default, slower by less than a loaded machine: measure it again
+                self.pending = [c for c in self.pending if c != candidate]
+                self.dropped.add(candidate)
 
         def _choose(self) -> None:
             cost = self._costs()

@@ -165,3 +165,13 @@ def test_one_disturbed_step_does_not_pick_the_slower_count(
     assert tuner.chosen == os.cpu_count()
     assert tuner.measured["steps"] == [2, 5]
     assert tuner.measured["seconds_per_token"][str(os.cpu_count())] == pytest.approx(0.07 / 100)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+def test_one_default_step_twice_as_slow_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A two-thread step 2.5x the one-thread step (past DROP_FACTOR, short of a loaded machine) gets a second try."""
+    tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, 0.25, 0.10, 0.07, 0.10, 0.07])
+    assert tuner.chosen == os.cpu_count()
+    assert tuner.measured["steps"] == [2, 5]
