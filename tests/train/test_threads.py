@@ -146,32 +146,20 @@ def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: list[float]
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
-def test_a_noisy_first_round_is_settled_by_the_second(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "second",
+    [
+        0.085,  # a close first round (1.18x) decides nothing
+        0.14,  # one disturbed two-thread step, 1.4x the one-thread step, must not move the run to one thread
+        0.25,  # nor one 2.5x slower (past DROP_FACTOR, short of a loaded machine)
+    ],
+)
+def test_a_disturbed_first_round_is_settled_by_the_fastest_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: float
 ) -> None:
-    """A close first round (one two-thread step slowed down) decides nothing; the fastest steps of two do."""
-    # warm-up, then 1, n, 1, n: 0.10 vs 0.085 is only 1.18x; the fastest steps, 0.10 vs 0.07, are 1.43x
-    tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, 0.085, 0.10, 0.07, 0.10, 0.07])
-    assert tuner.measured["steps"] == [2, 5]
-    assert tuner.chosen == os.cpu_count()
-
-
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
-def test_one_disturbed_step_does_not_pick_the_slower_count(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A two-thread step slowed by another process (1.4x the one-thread step) must not decide alone."""
-    tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, 0.14, 0.10, 0.07, 0.10, 0.07])
+    """Warm-up, then one thread, two threads (``second``), one thread, two threads (0.07): the fastest steps
+    of each count, 0.10 against 0.07, decide for two threads after two rounds."""
+    tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, second, 0.10, 0.07, 0.10, 0.07])
     assert tuner.chosen == os.cpu_count()
     assert tuner.measured["steps"] == [2, 5]
     assert tuner.measured["seconds_per_token"][str(os.cpu_count())] == pytest.approx(0.07 / 100)
-
-
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
-def test_one_default_step_twice_as_slow_is_measured_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A two-thread step 2.5x the one-thread step (past DROP_FACTOR, short of a loaded machine) gets a second try."""
-    tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, 0.25, 0.10, 0.07, 0.10, 0.07])
-    assert tuner.chosen == os.cpu_count()
-    assert tuner.measured["steps"] == [2, 5]
