@@ -19,10 +19,13 @@ tests/model/test_lora_matmuls.py checks outputs and gradients against PEFT's own
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 
+@cache
 def _update_class() -> type:
+    """The autograd Function, defined on first use: torch is imported only when an adapter computes."""
     import torch
 
     class LowRankUpdate(torch.autograd.Function):
@@ -52,14 +55,9 @@ def _update_class() -> type:
     return LowRankUpdate
 
 
-_UPDATE: list[type] = []
-
-
 def low_rank_update(x: Any, a: Any, b: Any, scaling: float) -> Any:
     """``scaling * lora_B(lora_A(x))`` for bias-free adapters, with CPU-friendly products."""
-    if not _UPDATE:
-        _UPDATE.append(_update_class())
-    return _UPDATE[0].apply(x, a, b, scaling)
+    return _update_class().apply(x, a, b, scaling)
 
 
 class CpuLoraVariant:
