@@ -10,7 +10,11 @@ tenth of a training step, spent on the adapters' few thousand parameters.
 
 :class:`LowRankUpdate` computes exactly PEFT's update (the same products, the scaling applied to the
 ``r``-column activations instead of the output, which is the same number up to rounding) with every
-product written in its fast orientation, forward and backward; :class:`CpuLoraVariant` plugs it into
+product written in its fast orientation, forward and backward. When the frozen layer's output comes
+straight from the same input (no LoRA dropout, one adapter), the input's gradient of layer and adapter
+together is one product through the merged weight ``W + scaling * B @ A`` (an ``(out, r) @ (r, in)``
+product per step), replacing the frozen layer's own backward, one adapter product and the sum of the
+two. :class:`CpuLoraVariant` plugs it into
 PEFT's own extension point for LoRA variants (``LoraLayer.lora_variant``, the hook DoRA uses), so the
 layers, weights, saved adapters and merges stay PEFT's. It is installed only for training on CPU and
 only on plain ``nn.Linear`` adapters without a variant of their own or a LoRA bias.
@@ -29,35 +33,65 @@ def _update_class() -> type:
     import torch
 
     class LowRankUpdate(torch.autograd.Function):
-        """``scaling * x @ A^T @ B^T`` for ``x`` of shape ``(..., in)``, ``A (r, in)``, ``B (out, r)``."""
+        """``base + scaling * x @ A^T @ B^T`` for ``x`` of shape ``(..., in)``, ``A (r, in)``, ``B (out, r)``.
+
+        ``base`` is the frozen layer's output ``x @ W^T (+ bias)``, already computed. With ``weight`` (that
+        frozen ``W``, shape ``(out, in)``) the input's gradient is one product through the merged weight,
+        ``g @ (W + scaling * B @ A)``, in place of the frozen layer's own backward plus two adapter
+        products and their sum; ``base`` then carries no gradient of its own (the caller detaches it).
+        """
 
         @staticmethod
-        def forward(ctx: Any, x: Any, a: Any, b: Any, scaling: float) -> Any:
+        def forward(ctx: Any, x: Any, base: Any, weight: Any, a: Any, b: Any, scaling: float) -> Any:
             flat = x.reshape(-1, x.shape[-1])
             h = torch.mm(a, flat.t()).t()  # (tokens, r): as (r, in) @ (in, tokens)
             scaled = h * scaling if scaling != 1 else h
-            ctx.save_for_backward(flat, scaled, a, b)
+            ctx.save_for_backward(flat, scaled, weight, a, b)
             ctx.scaling, ctx.input_shape = scaling, x.shape
-            return torch.mm(scaled, b.t()).view(*x.shape[:-1], b.shape[0])
+            update = torch.mm(scaled, b.t()).view(*x.shape[:-1], b.shape[0])
+            return base + update
 
         @staticmethod
-        def backward(ctx: Any, grad: Any) -> tuple[Any, Any, Any, None]:
-            flat, scaled, a, b = ctx.saved_tensors
+        def backward(ctx: Any, grad: Any) -> tuple[Any, Any, None, Any, Any, None]:
+            flat, scaled, weight, a, b = ctx.saved_tensors
             grad = grad.reshape(-1, grad.shape[-1])
-            grad_b = torch.mm(scaled.t(), grad).t() if ctx.needs_input_grad[2] else None  # (out, r)
+            grad_b = torch.mm(scaled.t(), grad).t() if ctx.needs_input_grad[4] else None  # (out, r)
             grad_h = torch.mm(b.t(), grad.t()).t()  # (tokens, r): as (r, out) @ (out, tokens)
             if ctx.scaling != 1:
                 grad_h = grad_h * ctx.scaling
-            grad_a = torch.mm(grad_h.t(), flat) if ctx.needs_input_grad[1] else None  # (r, in)
-            grad_x = torch.mm(grad_h, a).view(ctx.input_shape) if ctx.needs_input_grad[0] else None
-            return grad_x, grad_a, grad_b, None
+            grad_a = torch.mm(grad_h.t(), flat) if ctx.needs_input_grad[3] else None  # (r, in)
+            grad_x = grad_base = None
+            if ctx.needs_input_grad[0] and weight is not None:
+                merged = torch.addmm(weight, b, a, alpha=ctx.scaling)  # W + scaling * B @ A
+                grad_x = torch.mm(grad, merged).view(ctx.input_shape)
+            elif ctx.needs_input_grad[0]:
+                grad_x = torch.mm(grad_h, a).view(ctx.input_shape)
+            if ctx.needs_input_grad[1]:
+                grad_base = grad.view(*ctx.input_shape[:-1], grad.shape[-1])
+            return grad_x, grad_base, None, grad_a, grad_b, None
 
     return LowRankUpdate
 
 
-def low_rank_update(x: Any, a: Any, b: Any, scaling: float) -> Any:
-    """``scaling * lora_B(lora_A(x))`` for bias-free adapters, with CPU-friendly products."""
-    return _update_class().apply(x, a, b, scaling)
+def low_rank_update(x: Any, base: Any, a: Any, b: Any, scaling: float, weight: Any = None) -> Any:
+    """``base + scaling * lora_B(lora_A(x))`` for bias-free adapters, with CPU-friendly products.
+
+    With ``weight``, the frozen weight that computed ``base`` from ``x``, the input's gradient runs through
+    the merged weight and ``base`` must be detached (its own backward would add that gradient twice).
+    """
+    return _update_class().apply(x, base, weight, a, b, scaling)
+
+
+def _frozen_weight(layer: Any, x: Any) -> Any:
+    """The weight of a frozen ``nn.Linear`` (bias frozen or absent) of ``x``'s dtype, else None."""
+    bias = getattr(layer, "bias", None)
+    if (
+        layer.weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or layer.weight.dtype != x.dtype
+    ):
+        return None
+    return layer.weight
 
 
 class CpuLoraVariant:
@@ -85,9 +119,17 @@ class CpuLoraVariant:
 
     @staticmethod
     def forward(module: Any, active_adapter: str, x: Any, result: Any, **kwargs: Any) -> Any:
-        x = module.lora_dropout[active_adapter](x)
+        from torch import nn
+
         a, b = module.lora_A[active_adapter].weight, module.lora_B[active_adapter].weight
-        return result + low_rank_update(x, a, b, module.scaling[active_adapter])
+        scaling = module.scaling[active_adapter]
+        dropout = module.lora_dropout[active_adapter]
+        weight = _frozen_weight(module.get_base_layer(), x)
+        # Merged-weight gradient only when ``result`` is the frozen layer's output of this same ``x`` alone
+        # (no dropout between them, no other adapter added before this one).
+        if weight is not None and isinstance(dropout, nn.Identity) and len(module.active_adapters) == 1:
+            return low_rank_update(x, result.detach(), a, b, scaling, weight=weight)
+        return low_rank_update(dropout(x), result, a, b, scaling)
 
 
 def use_cpu_lora_matmuls(model: Any) -> int:

@@ -10,8 +10,9 @@ rows were slower than padded ones on CPU. The varlen kernels that avoid it (flas
 So Gym registers one more attention function through transformers' own ``AttentionInterface``, named
 :data:`NAME`: for a padding-free row (no attention mask, ``position_ids`` restarting) it lays the
 samples' queries, keys and values out as right-padded ``(samples, heads, longest, dim)`` batches with
-index gathers (samples of similar length together, :func:`plan_attention_groups`), runs PyTorch's
-causal SDPA on each, and gathers the real positions back. A causal
+index gathers (samples of similar length together, :func:`plan_attention_groups`), runs causal
+attention on each (batched products for short samples, PyTorch's SDPA for long ones: both in
+gym/train/packed_kernels.py, with the gathers), and gathers the real positions back. A causal
 query never sees a key after itself, so the padding slots at each sample's end are never attended to;
 outputs of padding queries are dropped. Attention then costs what it costs for padded rows, while the
 projections, MLPs, norms and the LM head (everything else) run on real tokens only. Every other input
@@ -22,9 +23,10 @@ generates and evaluates exactly as with ``sdpa``.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from gym.train.length_groups import plan_groups
+from gym.train.packed_kernels import SHORT, reindex, short_causal_attention
 
 NAME = "gym_packed_sdpa"
 # The position_ids of the last forward and its layout, per thread: every layer of one forward reuses it,
@@ -45,12 +47,19 @@ def plan_attention_groups(lengths: list[int], group_cost: int = GROUP_COST) -> l
     )
 
 
-def layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
-    """How a padding-free row runs as padded SDPA calls, or None for a single sequence.
+class Layout(NamedTuple):
+    """How a padding-free row runs as padded attention calls (see :func:`layout`)."""
 
-    ``(calls, scatter)``: per call ``(gather, samples, longest)``, where ``gather[b * longest + t]`` is the
-    packed index of the call's sample ``b``, token ``t`` (its last token in the padding slots past its end);
-    ``scatter[j]`` is the row of packed token ``j`` in the calls' outputs, concatenated.
+    calls: list[tuple[int, int]]  # (samples, longest) per call, in the order of their rows
+    gather: Any  # gather[r]: the packed token at padded row r (a sample's last token in its padding slots)
+    scatter: Any  # scatter[j]: the padded row of packed token j
+
+
+def layout(position_ids: Any) -> Layout | None:
+    """How a padding-free row runs as padded attention calls, or None for a single sequence.
+
+    The calls' padded rows are concatenated: call ``c`` holds ``samples x longest`` rows, sample ``b``'s
+    token ``t`` at row ``b * longest + t`` of it, right-padded with copies of the sample's last token.
     """
     import torch
 
@@ -63,23 +72,23 @@ def layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
     lengths = bounds[1:] - bounds[:-1]
     if not bool((positions == torch.arange(total) - torch.repeat_interleave(starts, lengths)).all()):
         return None  # positions that do not count 0, 1, 2... within each sample: not Gym's packed layout
-    calls, scatter, row = [], torch.empty(total, dtype=torch.long), 0
+    calls, gathers, scatter, row = [], [], torch.empty(total, dtype=torch.long), 0
     for group in plan_attention_groups(lengths.tolist()):
         index = torch.tensor(group, dtype=torch.long)
         group_starts, group_lengths = starts[index], lengths[index]
         samples, longest = len(group), int(group_lengths.max())
-        offsets = torch.arange(longest)
-        gather = (
-            group_starts[:, None] + torch.minimum(offsets[None, :], (group_lengths - 1)[:, None])
-        ).flatten()
-        calls.append((gather, samples, longest))
+        offsets = torch.arange(longest)[None, :]
+        gathers.append(
+            (group_starts[:, None] + torch.minimum(offsets, (group_lengths - 1)[:, None])).flatten()
+        )
+        calls.append((samples, longest))
         for b, (begin, n) in enumerate(zip(group_starts.tolist(), group_lengths.tolist(), strict=True)):
             scatter[begin : begin + n] = torch.arange(row + b * longest, row + b * longest + n)
         row += samples * longest
-    return calls, scatter
+    return Layout(calls, torch.cat(gathers), scatter)
 
 
-def _cached_layout(position_ids: Any) -> tuple[list[tuple[Any, int, int]], Any] | None:
+def _cached_layout(position_ids: Any) -> Layout | None:
     if getattr(_layouts, "key", None) is not position_ids:  # every layer of one forward gets the same tensor
         _layouts.key, _layouts.plan = position_ids, layout(position_ids)
     return _layouts.plan
@@ -114,32 +123,30 @@ def packed_sdpa_forward(
         )
     import torch
 
-    calls, scatter = plan
-    # Grouped-query attention: SDPA pairs each key/value head with its query heads itself (enable_gqa),
-    # so the key/value heads are gathered as they are, never repeated per query head.
+    gather, scatter = plan.gather.to(query.device), plan.scatter.to(query.device)
     grouped = query.shape[1] != key.shape[1]
-    query, key, value = query[0], key[0], value[0]
+    dropout = dropout if module.training else 0.0
+    # (heads, tokens, dim) -> (heads, padded rows, dim), one gather for all calls; its backward a gather too
+    query, key, value = (reindex(states[0], 1, gather, scatter) for states in (query, key, value))
     heads, dim = query.shape[0], query.shape[2]
-    outputs = []
-    for gather, samples, longest in calls:
-        gather = gather.to(query.device)
-        # (heads, total, dim) -> (samples, heads, longest, dim)
+    outputs, row = [], 0
+    for samples, longest in plan.calls:
+        q, k, v = (states.narrow(1, row, samples * longest) for states in (query, key, value))
+        row += samples * longest
+        if longest <= SHORT and not dropout:
+            outputs.append(short_causal_attention(q, k, v, samples, longest, scaling))
+            continue
+        # (heads, rows, dim) -> (samples, heads, longest, dim); SDPA pairs grouped heads itself (enable_gqa)
         q, k, v = (
-            states.index_select(1, gather).view(states.shape[0], samples, longest, dim).transpose(0, 1)
-            for states in (query, key, value)
+            states.view(states.shape[0], samples, longest, dim).transpose(0, 1) for states in (q, k, v)
         )
         out = torch.nn.functional.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            dropout_p=dropout if module.training else 0.0,
-            is_causal=True,
-            scale=scaling,
-            enable_gqa=grouped,
+            q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=grouped
         )
         outputs.append(out.transpose(1, 2).reshape(samples * longest, heads, dim))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
-    return out.index_select(0, scatter.to(out.device)).unsqueeze(0), None
+    # padded rows -> packed tokens (here index_add_, the stock backward, is the faster: whole rows)
+    return out.index_select(0, scatter).unsqueeze(0), None
 
 
 def packed_mask(*args: Any, **kwargs: Any) -> Any:

@@ -95,8 +95,8 @@ def test_samples_of_very_different_lengths_run_as_separate_attention_calls(write
         {"input_ids": torch.randint(3, 500, (n,)).tolist(), "labels": [-100] * n} for n in (5, 300, 10, 280)
     ]
     packed = PackedCollator()(rows)
-    calls, _ = layout(packed["position_ids"])
-    assert sorted(samples for _, samples, _ in calls) == [2, 2]  # the short pair apart from the long pair
+    calls = layout(packed["position_ids"]).calls
+    assert sorted(samples for samples, _ in calls) == [2, 2]  # the short pair apart from the long pair
     with torch.no_grad():
         together = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"]).logits[0]
         alone = torch.cat([model(**PadCollator(0)([row])).logits[0] for row in rows])
