@@ -48,8 +48,8 @@ def _update_class() -> type:
             scaled = h * scaling if scaling != 1 else h
             ctx.save_for_backward(flat, scaled, weight, a, b)
             ctx.scaling, ctx.input_shape = scaling, x.shape
-            update = torch.mm(scaled, b.t()).view(*x.shape[:-1], b.shape[0])
-            return base + update
+            # base + update in one product (the sum written by the GEMM itself, not as a separate add)
+            return torch.addmm(base.reshape(-1, b.shape[0]), scaled, b.t()).view(*x.shape[:-1], b.shape[0])
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> tuple[Any, Any, None, Any, Any, None]:
