@@ -34,11 +34,11 @@ NAME = "gym_packed_sdpa"
 _layouts = threading.local()
 
 
-GROUP_COST = 256 * 256  # one more SDPA call (and its index gathers) costs about as much as 64k score entries
+GROUP_COST = 256 * 256  # one more attention call (and its gathers) costs about as much as 64k score entries
 
 
 def plan_attention_groups(lengths: list[int], group_cost: int = GROUP_COST) -> list[list[int]]:
-    """Sample indices per SDPA call (shortest first): the split of the length-sorted samples that minimises
+    """Sample indices per attention call (shortest first): the split of the length-sorted samples that minimises
     ``sum(samples x longest^2) / 2 + group_cost x calls``, the score entries computed (padding included)
     plus a fixed cost per call. One call for samples of similar length; a packed batch whose samples range
     from 20 to 500 tokens is not padded to 500 throughout."""
