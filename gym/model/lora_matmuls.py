@@ -38,7 +38,7 @@ def _update_class() -> type:
         ``base`` is the frozen layer's output ``x @ W^T (+ bias)``, already computed. With ``weight`` (that
         frozen ``W``, shape ``(out, in)``) the input's gradient is one product through the merged weight,
         ``g @ (W + scaling * B @ A)``, in place of the frozen layer's own backward plus two adapter
-        products and their sum; ``base`` then carries no gradient of its own (the caller detaches it).
+        products and their sum; ``base`` then carries no gradient of its own (:func:`low_rank_update` detaches it).
         """
 
         @staticmethod
@@ -77,8 +77,10 @@ def low_rank_update(x: Any, base: Any, a: Any, b: Any, scaling: float, weight: A
     """``base + scaling * lora_B(lora_A(x))`` for bias-free adapters, with CPU-friendly products.
 
     With ``weight``, the frozen weight that computed ``base`` from ``x``, the input's gradient runs through
-    the merged weight and ``base`` must be detached (its own backward would add that gradient twice).
+    the merged weight, so ``base`` is detached here (its own backward would add that gradient twice).
     """
+    if weight is not None:
+        base = base.detach()
     return _update_class().apply(x, base, weight, a, b, scaling)
 
 
@@ -128,7 +130,7 @@ class CpuLoraVariant:
         # Merged-weight gradient only when ``result`` is the frozen layer's output of this same ``x`` alone
         # (no dropout between them, no other adapter added before this one).
         if weight is not None and isinstance(dropout, nn.Identity) and len(module.active_adapters) == 1:
-            return low_rank_update(x, result.detach(), a, b, scaling, weight=weight)
+            return low_rank_update(x, result, a, b, scaling, weight=weight)
         return low_rank_update(dropout(x), result, a, b, scaling)
 
 
