@@ -18,6 +18,14 @@ two. :class:`CpuLoraVariant` plugs it into
 PEFT's own extension point for LoRA variants (``LoraLayer.lora_variant``, the hook DoRA uses), so the
 layers, weights, saved adapters and merges stay PEFT's. It is installed only for training on CPU and
 only on plain ``nn.Linear`` adapters without a variant of their own or a LoRA bias.
+
+The same merged weight also serves the forward pass: ``x @ (W + scaling * B @ A)^T`` is one product
+where PEFT runs the frozen layer and then the adapter's two thin products and a sum
+(:class:`MergedLoraProduct`). PEFT's variant hook cannot skip the frozen layer (it hands the variant
+that layer's output), so :func:`use_cpu_lora_matmuls` makes each such layer a :class:`CpuLoraLinear`, a
+subclass of PEFT's ``Linear`` that only overrides ``forward`` (the way ``torch.nn.utils.parametrize``
+gives a module its own subclass). On a batch of 768 tokens this cut a training step of the built-in
+tiny model by ~5% and of a 26M-parameter Llama by ~3-4% (steps alternated in one process).
 tests/model/test_lora_matmuls.py checks outputs and gradients against PEFT's own computation.
 """
 
@@ -71,6 +79,69 @@ def _update_class() -> type:
             return grad_x, grad_base, None, grad_a, grad_b, None
 
     return LowRankUpdate
+
+
+@cache
+def _merged_class() -> type:
+    """The merged-weight autograd Function, defined on first use (torch is imported only then)."""
+    import torch
+    from torch.nn import functional
+
+    class MergedLoraProduct(torch.autograd.Function):
+        """``x @ (W + scaling * B @ A)^T + bias``: the frozen layer and its adapter as one product.
+
+        The backward is :class:`LowRankUpdate`'s (the thin activations ``x @ A^T`` are recomputed there,
+        the forward never needs them); ``keep_merged`` saves the merged weight for the input's gradient
+        instead of forming it again (one copy of the layer's weight held until the backward).
+        """
+
+        @staticmethod
+        def forward(ctx: Any, x: Any, weight: Any, bias: Any, a: Any, b: Any, scaling: float, keep_merged: bool) -> Any:  # fmt: skip
+            merged = torch.addmm(weight, b, a, alpha=scaling)  # W + scaling * B @ A, (out, in)
+            kept = merged if keep_merged and ctx.needs_input_grad[0] else None
+            ctx.save_for_backward(x, weight, kept, a, b)
+            ctx.scaling = scaling
+            return functional.linear(x, merged, bias)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> tuple[Any, None, None, Any, Any, None, None]:
+            x, weight, merged, a, b = ctx.saved_tensors
+            flat, grad = x.reshape(-1, x.shape[-1]), grad.reshape(-1, grad.shape[-1])
+            grad_x = grad_a = grad_b = None
+            if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+                h = torch.mm(a, flat.t()).t()  # (tokens, r), as in LowRankUpdate.forward
+                scaled = h * ctx.scaling if ctx.scaling != 1 else h
+                grad_b = torch.mm(scaled.t(), grad).t() if ctx.needs_input_grad[4] else None
+                if ctx.needs_input_grad[3]:
+                    grad_h = torch.mm(b.t(), grad.t()).t()
+                    if ctx.scaling != 1:
+                        grad_h = grad_h * ctx.scaling
+                    grad_a = torch.mm(grad_h.t(), flat)
+            if ctx.needs_input_grad[0]:
+                if merged is None:
+                    merged = torch.addmm(weight, b, a, alpha=ctx.scaling)
+                grad_x = torch.mm(grad, merged).view(x.shape)
+            return grad_x, None, None, grad_a, grad_b, None, None
+
+    return MergedLoraProduct
+
+
+# A layer's merged weight is kept from forward to backward up to this many elements (4 MB in fp32: every
+# linear layer of the 26M benchmark model); bigger layers form it again in the backward.
+KEEP_MERGED_ELEMENTS = 1 << 20
+
+
+def merged_product_pays(tokens: int, weight: Any, training: bool) -> bool:
+    """Whether one merged-weight product costs less than the frozen product plus the adapter's thin ones.
+
+    Forming the merged weight costs ``out * r * in`` multiply-adds. The thin path costs ``tokens * r *
+    (in + out)`` in the forward; when training it also forms the merged weight for the input's gradient,
+    so keeping it makes the merged forward always cheaper, and forming it twice pays from ``tokens >= in``.
+    """
+    out_features, in_features = weight.shape
+    if training:
+        return weight.numel() <= KEEP_MERGED_ELEMENTS or tokens >= in_features
+    return tokens * (in_features + out_features) >= in_features * out_features
 
 
 def low_rank_update(x: Any, base: Any, a: Any, b: Any, scaling: float, weight: Any = None) -> Any:
@@ -134,8 +205,48 @@ class CpuLoraVariant:
         return low_rank_update(dropout(x), result, a, b, scaling)
 
 
+@cache
+def _linear_class() -> type:
+    """:class:`CpuLoraLinear`, defined on first use (PEFT is imported only then)."""
+    import torch
+    from peft.tuners.lora.layer import Linear
+    from torch import nn
+
+    class CpuLoraLinear(Linear):
+        """PEFT's LoRA ``Linear`` whose forward, for one plain adapter (:class:`CpuLoraVariant`) without
+        dropout on a frozen layer, is one merged-weight product; everything else is PEFT's own."""
+
+        def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+            product = None if args or kwargs else self._merged_product(x)
+            return product if product is not None else super().forward(x, *args, **kwargs)
+
+        def _merged_product(self, x: Any) -> Any:
+            if self.disable_adapters or self.merged or len(self.active_adapters) != 1:
+                return None
+            name = self.active_adapters[0]
+            if not isinstance(self.lora_variant.get(name), CpuLoraVariant):
+                return None  # no adapter of that name here, a variant of its own (DoRA), or PEFT's path
+            base, a, b = self.get_base_layer(), self.lora_A[name].weight, self.lora_B[name].weight
+            weight = _frozen_weight(base, x)
+            if (
+                weight is None
+                or a.dtype != x.dtype
+                or not isinstance(self.lora_dropout[name], nn.Identity)
+                or torch.is_autocast_enabled(x.device.type)
+            ):
+                return None
+            training = torch.is_grad_enabled()
+            if not merged_product_pays(x.numel() // x.shape[-1], weight, training):
+                return None
+            keep = weight.numel() <= KEEP_MERGED_ELEMENTS
+            return _merged_class().apply(x, weight, base.bias, a, b, self.scaling[name], keep)
+
+    return CpuLoraLinear
+
+
 def use_cpu_lora_matmuls(model: Any) -> int:
-    """Compute every plain LoRA linear adapter of ``model`` with :class:`CpuLoraVariant`; the count switched.
+    """Compute every plain LoRA linear adapter of ``model`` with :class:`CpuLoraVariant` (and its layer as
+    a :class:`CpuLoraLinear`); the count switched.
 
     Left to PEFT: adapters with a variant already (DoRA), with a LoRA bias, or on layers that are not a
     plain ``nn.Linear`` (bitsandbytes, GPTQ, embeddings, convolutions).
@@ -152,4 +263,6 @@ def use_cpu_lora_matmuls(model: Any) -> int:
                 continue
             module.lora_variant[name] = CpuLoraVariant()
             switched += 1
+        if any(isinstance(v, CpuLoraVariant) for v in module.lora_variant.values()):
+            module.__class__ = _linear_class()
     return switched

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import VALID
 
 
@@ -34,11 +36,33 @@ def outputs_and_gradients(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[
     return out.logits.detach(), grads
 
 
-def test_cpu_lora_matches_peft_in_outputs_and_gradients(tmp_path: Path) -> None:
+def products_used(layers: list[Any]) -> tuple[list[str], list[Any]]:
+    """The autograd Function that computed each adapted layer's output (forward hooks; remove them after)."""
+    seen: list[str] = []
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: seen.append(type(out.grad_fn).__name__)) for m in layers
+    ]
+    return seen, hooks
+
+
+@pytest.mark.parametrize(
+    ("keep_limit", "length", "product"),
+    [
+        (None, 40, "MergedLoraProductBackward"),  # 120 tokens: one merged product, merged weight kept
+        (0, 90, "MergedLoraProductBackward"),  # 270 tokens >= every in_features: formed again in backward
+        (0, 40, "LowRankUpdateBackward"),  # 120 tokens < 128 in_features, nothing kept: thin products
+    ],
+)
+def test_cpu_lora_matches_peft_in_outputs_and_gradients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_limit: int | None, length: int, product: str
+) -> None:
     import torch
 
+    from gym.model import lora_matmuls
     from gym.model.lora_matmuls import CpuLoraVariant
 
+    if keep_limit is not None:
+        monkeypatch.setattr(lora_matmuls, "KEEP_MERGED_ELEMENTS", keep_limit)
     # alpha != r: the scaling (2.0) is applied; lora_B is made non-zero so every gradient path carries signal
     model = adapted(tmp_path, "lora.r = 4\nlora.alpha = 8\nlora.dropout = 0.0\n")
     layers = lora_layers(model)
@@ -46,16 +70,23 @@ def test_cpu_lora_matches_peft_in_outputs_and_gradients(tmp_path: Path) -> None:
     torch.manual_seed(0)
     for module in layers:
         torch.nn.init.normal_(module.lora_B["default"].weight, std=0.05)
-    ids = torch.randint(3, 500, (3, 40))
+    ids = torch.randint(3, 500, (3, length))
     batch = {"input_ids": ids, "labels": ids}
     model.train()
 
+    seen, hooks = products_used(layers)
     logits, grads = outputs_and_gradients(model, batch)
+    for hook in hooks:
+        hook.remove()
+    assert seen == [product] * len(layers)
+    with torch.no_grad():
+        inference_logits = model(**batch).logits
     for module in layers:  # PEFT's own computation: lora_B(lora_A(x)) * scaling through nn.Linear
         module.lora_variant.clear()
     reference_logits, reference = outputs_and_gradients(model, batch)
 
     torch.testing.assert_close(logits, reference_logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(inference_logits, reference_logits, rtol=1e-5, atol=1e-5)
     assert grads.keys() == reference.keys() and any("lora_A" in k for k in grads)
     for name in reference:
         assert reference[name].abs().sum() > 0, name  # a gradient that reaches every adapter
