@@ -18,8 +18,9 @@ from typing import Any
 
 from gym.files import gym_cache_home, publish_folder
 
-PIPELINE_VERSION = 2  # 2: full_length column, fitted messages, every method fitted
+PIPELINE_VERSION = 3  # 2: full_length column, fitted messages, every method fitted; 3: one Arrow file a split
 DONE = "gym_prepared.json"
+TRAIN_FILE, EVAL_FILE = "train.arrow", "eval.arrow"  # Arrow streams, as `datasets` writes its cache files
 
 
 def cache_root() -> Path:

@@ -18,7 +18,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gym.data.cache import DONE, cache_key, cache_root, source_fingerprint, tokenizer_fingerprint, write_entry
+from gym.data.cache import (
+    DONE,
+    EVAL_FILE,
+    TRAIN_FILE,
+    cache_key,
+    cache_root,
+    source_fingerprint,
+    tokenizer_fingerprint,
+    write_entry,
+)
 from gym.data.columns import (
     Columns,
     arrow_columns,
@@ -155,13 +164,30 @@ def _report_from_dict(data: dict[str, Any]) -> DataReport:
     return DataReport(**data, examples=examples)
 
 
+def _write_split(dataset: Dataset, path: Path) -> None:
+    """``dataset`` as one Arrow stream file, the format of `datasets`' own cache files.
+
+    ``save_to_disk`` writes the same rows through `datasets`' shard writer, with its state and info
+    files (12 ms for 1,000 alpaca rows, 33 ms cold in a fresh process, against 2-5 ms here). The
+    features travel in the schema's metadata, as `datasets` stores them, so image or class columns read
+    back as they were written.
+    """
+    import pyarrow as pa
+
+    table = dataset.with_format("arrow")[:]  # the rows in order (an index mapping applied)
+    table = table.replace_schema_metadata(dataset.features.arrow_schema.metadata)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
 def _load_cached(folder: Path) -> PreparedData:
-    from datasets import load_from_disk
+    from datasets import Dataset
 
     meta = json.loads((folder / DONE).read_text())
-    eval_rows = load_from_disk(str(folder / "eval")) if (folder / "eval").exists() else None
+    evaluation = folder / EVAL_FILE
+    eval_rows = Dataset.from_file(str(evaluation)) if evaluation.exists() else None
     return PreparedData(
-        train=load_from_disk(str(folder / "train")),
+        train=Dataset.from_file(str(folder / TRAIN_FILE)),  # memory-mapped, as load_from_disk reads it
         eval=eval_rows,
         reports=[_report_from_dict(r) for r in meta["reports"]],
         stats=TokenStats(**meta["stats"]),
@@ -314,17 +340,9 @@ def prepare_data(
     }
 
     def fill(staging: Path) -> None:
-        from datasets.utils import logging as ds_logging
-
-        bars = ds_logging.is_progress_bar_enabled()
-        ds_logging.disable_progress_bar()  # saving a few MB needs no progress bar
-        try:
-            train.save_to_disk(str(staging / "train"))
-            if evaluation is not None:
-                evaluation.save_to_disk(str(staging / "eval"))
-        finally:
-            if bars:
-                ds_logging.enable_progress_bar()
+        _write_split(train, staging / TRAIN_FILE)
+        if evaluation is not None:
+            _write_split(evaluation, staging / EVAL_FILE)
         (staging / DONE).write_text(json.dumps(meta, indent=2, default=str))
 
     prepared = PreparedData(train, evaluation, list(reports.values()), stats, folder, False, meta["settings"])
