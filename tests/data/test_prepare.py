@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,22 @@ def test_overlong_conversations_lose_oldest_turns_never_half_an_answer(tmp_path:
     report = prepared.reports[0]
     assert report.skipped == {TOO_LONG: 1} and report.rows_kept == 2 and report.rows_bad == 0
     assert prepared.stats.truncated == 1 and all(length <= 64 for length in prepared.train["length"])
+
+
+@pytest.mark.parametrize("users_setting", [None, "true"])
+def test_tokenizing_leaves_the_tokenizer_parallelism_setting_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users_setting: str | None
+) -> None:
+    """In one process the Rust tokenizer runs on one thread beside the rendering thread, then the
+    environment is as before: unset stays unset, a user's own setting is never touched."""
+    if users_setting is None:
+        monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    else:
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", users_setting)
+    config = _config(tmp_path, [_chat(f"q{i}", f"answer {i}") for i in range(80)])
+    prepared = prepare_data(config, load_tokenizer(config), num_proc=1)
+    assert len(prepared.train) == 80
+    assert os.environ.get("TOKENIZERS_PARALLELISM") == users_setting
 
 
 def test_every_row_too_long_is_one_clear_error(tmp_path: Path) -> None:
