@@ -35,6 +35,37 @@ from functools import cache
 from typing import Any
 
 
+def _merged_weight(weight: Any, a: Any, b: Any, scaling: float) -> Any:
+    """``W + scaling * B @ A``, shape ``(out, in)``: the frozen layer and its adapter as one weight."""
+    return weight.addmm(b, a, alpha=scaling)
+
+
+def _scaled_thin(flat: Any, a: Any, scaling: float) -> Any:
+    """``scaling * x @ A^T``, shape ``(tokens, r)``, computed as ``(A @ x^T)^T``: ``(r, in) @ (in, tokens)``."""
+    h = a.mm(flat.t()).t()
+    return h * scaling if scaling != 1 else h
+
+
+def _adapter_gradients(
+    grad: Any, flat: Any, scaled: Any, a: Any, b: Any, scaling: float, needs: tuple[bool, bool, bool]
+) -> tuple[Any, Any, Any]:
+    """The gradients of ``A`` and ``B`` and of the thin activations ``h = x @ A^T``, each only where
+    ``needs`` (for A, B, h) asks, every product in its fast orientation.
+
+    ``grad`` is the output's gradient ``(tokens, out)``, ``flat`` the input ``(tokens, in)`` and ``scaled``
+    ``scaling * h``; ``h``'s gradient comes scaled, as the chain rule gives it.
+    """
+    needs_a, needs_b, needs_h = needs
+    grad_b = scaled.t().mm(grad).t() if needs_b else None  # (out, r)
+    grad_h = None
+    if needs_a or needs_h:
+        grad_h = b.t().mm(grad.t()).t()  # (tokens, r): as (r, out) @ (out, tokens)
+        if scaling != 1:
+            grad_h = grad_h * scaling
+    grad_a = grad_h.t().mm(flat) if needs_a else None  # (r, in)
+    return grad_a, grad_b, grad_h
+
+
 @cache
 def _update_class() -> type:
     """The autograd Function, defined on first use: torch is imported only when an adapter computes."""
@@ -52,8 +83,7 @@ def _update_class() -> type:
         @staticmethod
         def forward(ctx: Any, x: Any, base: Any, weight: Any, a: Any, b: Any, scaling: float) -> Any:
             flat = x.reshape(-1, x.shape[-1])
-            h = torch.mm(a, flat.t()).t()  # (tokens, r): as (r, in) @ (in, tokens)
-            scaled = h * scaling if scaling != 1 else h
+            scaled = _scaled_thin(flat, a, scaling)
             ctx.save_for_backward(flat, scaled, weight, a, b)
             ctx.scaling, ctx.input_shape = scaling, x.shape
             # base + update in one product (the sum written by the GEMM itself, not as a separate add)
@@ -63,16 +93,15 @@ def _update_class() -> type:
         def backward(ctx: Any, grad: Any) -> tuple[Any, Any, None, Any, Any, None]:
             flat, scaled, weight, a, b = ctx.saved_tensors
             grad = grad.reshape(-1, grad.shape[-1])
-            grad_b = torch.mm(scaled.t(), grad).t() if ctx.needs_input_grad[4] else None  # (out, r)
-            grad_h = torch.mm(b.t(), grad.t()).t()  # (tokens, r): as (r, out) @ (out, tokens)
-            if ctx.scaling != 1:
-                grad_h = grad_h * ctx.scaling
-            grad_a = torch.mm(grad_h.t(), flat) if ctx.needs_input_grad[3] else None  # (r, in)
+            needs_x = ctx.needs_input_grad[0]
+            grad_a, grad_b, grad_h = _adapter_gradients(
+                grad, flat, scaled, a, b, ctx.scaling,
+                (ctx.needs_input_grad[3], ctx.needs_input_grad[4], needs_x and weight is None),
+            )  # fmt: skip
             grad_x = grad_base = None
-            if ctx.needs_input_grad[0] and weight is not None:
-                merged = torch.addmm(weight, b, a, alpha=ctx.scaling)  # W + scaling * B @ A
-                grad_x = torch.mm(grad, merged).view(ctx.input_shape)
-            elif ctx.needs_input_grad[0]:
+            if needs_x and weight is not None:
+                grad_x = torch.mm(grad, _merged_weight(weight, a, b, ctx.scaling)).view(ctx.input_shape)
+            elif needs_x:
                 grad_x = torch.mm(grad_h, a).view(ctx.input_shape)
             if ctx.needs_input_grad[1]:
                 grad_base = grad.view(*ctx.input_shape[:-1], grad.shape[-1])
@@ -97,7 +126,7 @@ def _merged_class() -> type:
 
         @staticmethod
         def forward(ctx: Any, x: Any, weight: Any, bias: Any, a: Any, b: Any, scaling: float, keep_merged: bool) -> Any:  # fmt: skip
-            merged = torch.addmm(weight, b, a, alpha=scaling)  # W + scaling * B @ A, (out, in)
+            merged = _merged_weight(weight, a, b, scaling)
             kept = merged if keep_merged and ctx.needs_input_grad[0] else None
             ctx.save_for_backward(x, weight, kept, a, b)
             ctx.scaling = scaling
@@ -108,18 +137,14 @@ def _merged_class() -> type:
             x, weight, merged, a, b = ctx.saved_tensors
             flat, grad = x.reshape(-1, x.shape[-1]), grad.reshape(-1, grad.shape[-1])
             grad_x = grad_a = grad_b = None
-            if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
-                h = torch.mm(a, flat.t()).t()  # (tokens, r), as in LowRankUpdate.forward
-                scaled = h * ctx.scaling if ctx.scaling != 1 else h
-                grad_b = torch.mm(scaled.t(), grad).t() if ctx.needs_input_grad[4] else None
-                if ctx.needs_input_grad[3]:
-                    grad_h = torch.mm(b.t(), grad.t()).t()
-                    if ctx.scaling != 1:
-                        grad_h = grad_h * ctx.scaling
-                    grad_a = torch.mm(grad_h.t(), flat)
+            needs_a, needs_b = ctx.needs_input_grad[3], ctx.needs_input_grad[4]
+            if needs_a or needs_b:
+                scaled = _scaled_thin(flat, a, ctx.scaling)  # not needed by the forward: formed here
+                grad_a, grad_b, _ = _adapter_gradients(
+                    grad, flat, scaled, a, b, ctx.scaling, (needs_a, needs_b, False)
+                )
             if ctx.needs_input_grad[0]:
-                if merged is None:
-                    merged = torch.addmm(weight, b, a, alpha=ctx.scaling)
+                merged = _merged_weight(weight, a, b, ctx.scaling) if merged is None else merged
                 grad_x = torch.mm(grad, merged).view(x.shape)
             return grad_x, None, None, grad_a, grad_b, None, None
 
@@ -167,6 +192,22 @@ def _frozen_weight(layer: Any, x: Any) -> Any:
     return layer.weight
 
 
+def _mergeable_weight(module: Any, name: str, x: Any) -> Any:
+    """The frozen weight through which ``module``'s layer and adapter ``name`` may compute as one merged
+    weight for ``x``, else None: a frozen ``nn.Linear`` of ``x``'s dtype, no LoRA dropout between the
+    two, and ``name`` the only active adapter (so the layer's output is that of this same ``x`` alone)."""
+    from torch import nn
+
+    weight = _frozen_weight(module.get_base_layer(), x)
+    if (
+        weight is None
+        or not isinstance(module.lora_dropout[name], nn.Identity)
+        or len(module.active_adapters) != 1
+    ):
+        return None
+    return weight
+
+
 class CpuLoraVariant:
     """PEFT's LoRA-variant interface (static methods, as PEFT calls them) for plain LoRA computed by
     :func:`low_rank_update`; merging is vanilla LoRA's (``get_delta_weight``)."""
@@ -192,17 +233,12 @@ class CpuLoraVariant:
 
     @staticmethod
     def forward(module: Any, active_adapter: str, x: Any, result: Any, **kwargs: Any) -> Any:
-        from torch import nn
-
         a, b = module.lora_A[active_adapter].weight, module.lora_B[active_adapter].weight
         scaling = module.scaling[active_adapter]
-        dropout = module.lora_dropout[active_adapter]
-        weight = _frozen_weight(module.get_base_layer(), x)
-        # Merged-weight gradient only when ``result`` is the frozen layer's output of this same ``x`` alone
-        # (no dropout between them, no other adapter added before this one).
-        if weight is not None and isinstance(dropout, nn.Identity) and len(module.active_adapters) == 1:
+        weight = _mergeable_weight(module, active_adapter, x)
+        if weight is not None:  # the input's gradient through the merged weight
             return low_rank_update(x, result, a, b, scaling, weight=weight)
-        return low_rank_update(dropout(x), result, a, b, scaling)
+        return low_rank_update(module.lora_dropout[active_adapter](x), result, a, b, scaling)
 
 
 @cache
@@ -210,7 +246,6 @@ def _linear_class() -> type:
     """:class:`CpuLoraLinear`, defined on first use (PEFT is imported only then)."""
     import torch
     from peft.tuners.lora.layer import Linear
-    from torch import nn
 
     class CpuLoraLinear(Linear):
         """PEFT's LoRA ``Linear`` whose forward, for one plain adapter (:class:`CpuLoraVariant`) without
@@ -226,20 +261,16 @@ def _linear_class() -> type:
             name = self.active_adapters[0]
             if not isinstance(self.lora_variant.get(name), CpuLoraVariant):
                 return None  # no adapter of that name here, a variant of its own (DoRA), or PEFT's path
-            base, a, b = self.get_base_layer(), self.lora_A[name].weight, self.lora_B[name].weight
-            weight = _frozen_weight(base, x)
-            if (
-                weight is None
-                or a.dtype != x.dtype
-                or not isinstance(self.lora_dropout[name], nn.Identity)
-                or torch.is_autocast_enabled(x.device.type)
-            ):
+            a, b = self.lora_A[name].weight, self.lora_B[name].weight
+            weight = _mergeable_weight(self, name, x)
+            if weight is None or a.dtype != x.dtype or torch.is_autocast_enabled(x.device.type):
                 return None
             training = torch.is_grad_enabled()
             if not merged_product_pays(x.numel() // x.shape[-1], weight, training):
                 return None
             keep = weight.numel() <= KEEP_MERGED_ELEMENTS
-            return _merged_class().apply(x, weight, base.bias, a, b, self.scaling[name], keep)
+            bias = self.get_base_layer().bias
+            return _merged_class().apply(x, weight, bias, a, b, self.scaling[name], keep)
 
     return CpuLoraLinear
 
