@@ -34,7 +34,12 @@ NAME = "gym_packed_sdpa"
 _layouts = threading.local()
 
 
-GROUP_COST = 256 * 256  # one more attention call (and its gathers) costs about as much as 64k score entries
+# One more attention call costs about as much as 4k score entries. Set for the batched-product kernel
+# (gym/train/packed_kernels.py) by alternating training steps of the benchmark's rows in one process:
+# 4096 (or 8192) against the 65536 chosen for SDPA calls, 1.03-1.06x per step on the built-in tiny model
+# (one and two threads, padding-free and packed rows) and 1.02-1.03x on the 26M Llama; splitting every
+# sample into its own call (~0) was 0.94x.
+GROUP_COST = 64 * 64
 
 
 def plan_attention_groups(lengths: list[int], group_cost: int = GROUP_COST) -> list[list[int]]:
