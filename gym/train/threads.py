@@ -8,12 +8,19 @@ guess from the model's size: the first optimiser steps alternate the candidates 
 core) and the one with the least time per trained token is kept for the rest of the run, with one
 log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is respected as it is.
 
-Each candidate is judged by its fastest step per trained token: another process can only slow a step
-down, never speed it up, so the fastest step is the one least disturbed. After each round (one step on
+A trial times the step's first forward pass, per token it computes; the backward and the rest of the
+step run on torch's default (one thread per core). Forward and backward scale alike with the thread
+count (one thread against two, steps alternated in one process: forward 1.50x, backward 1.49x, whole
+step 1.48x on the tiny model; 1.75x, 1.70x and 1.71x on a 26M Llama), so the forward ranks the
+candidates as whole steps would, and a slow candidate costs a slow forward instead of a slow step
+(about half). Without a model to hook (a trainer that passes none to its callbacks) the whole step is timed.
+
+Each candidate is judged by its fastest trial per trained token: another process can only slow a step
+down, never speed it up, so the fastest trial is the one least disturbed. After each round (one step on
 each candidate still in the running), a candidate :data:`CLEAR_MARGIN` slower than the best other is
 out, and after any step, one :data:`DROP_FACTOR` times slower. On two idle cores the one-thread step
-costs 1.3x (the 0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so one round decides and
-the run pays for one slow step. Leaving torch's default, one thread per core, takes :data:`MIN_ROUNDS`
+costs 1.3-1.5x (the 0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so one round decides and
+the run pays for one slow forward. Leaving torch's default, one thread per core, takes :data:`MIN_ROUNDS`
 steps of it: on a shared two-core machine single steps vary by 15-30% and now and then by 2x, and one
 disturbed two-thread step put whole runs of the tiny model on one thread (1.3x slower). Only a default
 step :data:`LOADED_FACTOR` times slower drops it at once: on a loaded machine one two-thread step
@@ -39,6 +46,15 @@ DROP_FACTOR = 2.0  # a candidate this much slower per token than the best other 
 CLEAR_MARGIN = 1.25  # after each round, a candidate this much slower than the best other is out
 MIN_ROUNDS = 2  # steps of the default count before it is dropped: one disturbed step must not decide the run
 LOADED_FACTOR = 4.0  # ...unless that one step was this much slower than the best other (a loaded machine)
+
+
+def _input_tokens(inputs: tuple, kwargs: dict[str, Any]) -> int:
+    """The tokens a forward computes: its attention mask's ones, else its ``input_ids``' count."""
+    mask = kwargs.get("attention_mask")
+    if mask is not None and hasattr(mask, "sum"):
+        return int(mask.sum())
+    ids = kwargs.get("input_ids", inputs[0] if inputs else None)
+    return int(ids.numel()) if hasattr(ids, "numel") else 0
 
 
 def candidates() -> list[int]:
@@ -94,25 +110,56 @@ def make_tuner(
             self.current: int | None = None
             self.started = 0.0
             self.tokens_before = 0
+            self.spent: float | None = None  # the timed part of this step: its first forward, else the step
+            self.trained = 0  # the tokens of that part
+            self.armed = self.timing = False
+            self.hooks: list[Any] = []  # on the trained model's forward (see on_train_begin)
             self.chosen: int | None = None
             self.dropped: set[int] = set()
             self.measured: dict[str, Any] = {}
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            model = kwargs.get("model")
+            if model is not None and self.chosen is None:
+                self.hooks = [model.register_forward_pre_hook(self._forward_begins, with_kwargs=True),
+                              model.register_forward_hook(self._forward_ends)]  # fmt: skip
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.chosen is not None:
                 return
             self.current = self.pending[0] if self.step >= WARMUP_STEPS and self.pending else None
-            if self.current is not None:
+            self.spent = None
+            self.armed = self.current is not None and bool(self.hooks)
+            if self.current is not None and not self.hooks:  # no model to hook: the whole step is timed
                 torch.set_num_threads(self.current)
-            self.started, self.tokens_before = clock(), tokens()
+                self.started, self.tokens_before = clock(), tokens()
+
+        def _forward_begins(self, module: Any, inputs: tuple, kwargs: dict[str, Any]) -> None:
+            """The step's first forward runs on the candidate (its backward stays on the default count)."""
+            if not self.armed:
+                return
+            self.armed, self.timing = False, True
+            torch.set_num_threads(self.current)
+            self.trained = _input_tokens(inputs, kwargs)
+            self.started = clock()
+
+        def _forward_ends(self, module: Any, inputs: tuple, output: Any) -> None:
+            if not self.timing:
+                return
+            self.timing = False
+            self.spent = clock() - self.started
+            torch.set_num_threads(max(candidates()))
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.chosen is not None:
                 return
             self.step += 1
-            if self.current is not None:
-                spent, trained = clock() - self.started, tokens() - self.tokens_before
-                self.seconds[self.current].append(spent / trained if trained > 0 else spent)
+            if self.current is not None and not self.hooks:
+                self.spent, self.trained = clock() - self.started, tokens() - self.tokens_before
+            if self.current is not None and self.spent is not None:
+                self.seconds[self.current].append(
+                    self.spent / self.trained if self.trained > 0 else self.spent
+                )
                 self.pending.pop(0)
                 self._drop_slow(DROP_FACTOR)
                 if self._round_complete():
@@ -158,6 +205,9 @@ def make_tuner(
             cost = self._costs()
             self.chosen = min(cost, key=cost.__getitem__)
             torch.set_num_threads(self.chosen)
+            for hook in self.hooks:
+                hook.remove()
+            self.hooks = []
             slowest = max(cost.values())
             self.measured = {"chosen": self.chosen, "steps": [WARMUP_STEPS + 1, self.step],
                              "seconds_per_token": {str(c): v for c, v in cost.items()}}  # fmt: skip

@@ -163,3 +163,50 @@ def test_a_disturbed_first_round_is_settled_by_the_fastest_steps(
     assert tuner.chosen == os.cpu_count()
     assert tuner.measured["steps"] == [2, 5]
     assert tuner.measured["seconds_per_token"][str(os.cpu_count())] == pytest.approx(0.07 / 100)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+def test_a_trial_runs_only_the_forward_on_the_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the model (as Trainer passes it), each trial times the step's first forward per attended token;
+    the backward and every later forward of the step run on the default count, and the hooks go once chosen."""
+    import torch
+
+    from gym.config import load_config
+    from gym.train import threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = os.cpu_count() or 2
+    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000))
+    now, forwards, rest = [0.0], [], []
+    forward_seconds = {1: 0.05, cores: 0.03}  # per forward of 60 attended tokens: two threads 1.67x faster
+
+    class Model(torch.nn.Module):
+        def forward(self, input_ids: Any, attention_mask: Any = None) -> Any:
+            forwards.append(torch.get_num_threads())
+            now[0] += forward_seconds[torch.get_num_threads()]
+            return input_ids
+
+    model = Model()
+    tuner = threads.make_tuner(config, 12, lambda: 0, lambda line: None, clock=lambda: now[0])
+    assert tuner is not None
+    before = torch.get_num_threads()
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[:, 30:] = 0  # 60 of 80 positions attended
+    try:
+        tuner.on_train_begin(None, None, None, model=model)
+        for _ in range(12):
+            tuner.on_step_begin(None, None, None)
+            for _micro_batch in range(2):  # gradient accumulation: two forwards per step
+                model(input_ids=torch.zeros(2, 40, dtype=torch.long), attention_mask=mask)
+                rest.append(torch.get_num_threads())  # the backward runs on what the forward left
+            tuner.on_step_end(None, None, None)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long))
+    finally:
+        torch.set_num_threads(before)
+    assert forwards[2:4] == [1, cores]  # step 2, a trial: one thread for its first forward only
+    assert rest[2:4] == [cores, cores]  # ...and its backward, second forward and backward on the default
+    assert tuner.chosen == cores and tuner.measured["steps"] == [2, 3]
+    assert tuner.measured["seconds_per_token"]["1"] == pytest.approx(0.05 / 60)
+    assert not tuner.hooks and forwards[-1] == cores  # after the choice, forwards are left alone
