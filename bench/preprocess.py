@@ -4,6 +4,8 @@ Each run is a fresh subprocess with empty caches (Gym's and `datasets`'). The ti
 for both tools: from "here is the parsed configuration and the tokenizer" to "the tokenized, masked
 dataset exists" (Gym: ``prepare_data``, which also writes its cache; LLaMA-Factory: ``get_dataset``,
 which writes the `datasets` cache). Interpreter start-up and imports are outside the window for both.
+LLaMA-Factory runs with ``TOKENIZERS_PARALLELISM=true`` (its worker processes keep the Rust pool);
+Gym with the variable unset, its default, where it sizes the tokenizer's threads itself.
 
 Cases (the tools alternate, median of ``--repeats`` runs each):
 - alpaca_en_demo (chatml) and glaive_toolcall_en_demo (qwen3, tools) at cutoff 2048, one process each;
@@ -119,6 +121,10 @@ max_length = {cutoff}
 def time_gym(folder: Path, name: str, key: str, cutoff: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as cache:
         env = thread_env(None, GYM_CACHE_DIR=f"{cache}/gym", HF_DATASETS_CACHE=f"{cache}/datasets")
+        # Gym at its default: it gives the Rust tokenizer one thread beside its rendering thread (and
+        # one per worker process) unless the user set TOKENIZERS_PARALLELISM, which it then obeys;
+        # forced to "true", its two-core pool competes with the GIL-bound thread (0.7x, 16 alternated runs)
+        env.pop("TOKENIZERS_PARALLELISM")
         return run_result(
             [sys.executable, "-c", GYM, str(gym_toml(folder, name, key, cutoff)), str(workers)], env
         )
