@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FIXTURES, llamafactory_python, log, median_of, ratio, run_result, thread_env, tiny_model  # noqa: E402
+from common import (  # noqa: E402
+    FIXTURES,
+    gym_env,
+    llamafactory_python,
+    log,
+    median_of,
+    ratio,
+    run_result,
+    thread_env,
+    tiny_model,
+)
 
 CASES = {  # name: (fixture file, Gym format, template, extra Gym keys)
     "alpaca_en_demo": ("alpaca_en_demo.json", "alpaca", "chatml", ""),
@@ -120,11 +130,7 @@ max_length = {cutoff}
 
 def time_gym(folder: Path, name: str, key: str, cutoff: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as cache:
-        env = thread_env(None, GYM_CACHE_DIR=f"{cache}/gym", HF_DATASETS_CACHE=f"{cache}/datasets")
-        # Gym at its default: it gives the Rust tokenizer one thread beside its rendering thread (and
-        # one per worker process) unless the user set TOKENIZERS_PARALLELISM, which it then obeys;
-        # forced to "true", its two-core pool competes with the GIL-bound thread (0.7x, 16 alternated runs)
-        env.pop("TOKENIZERS_PARALLELISM")
+        env = gym_env(None, GYM_CACHE_DIR=f"{cache}/gym", HF_DATASETS_CACHE=f"{cache}/datasets")
         return run_result(
             [sys.executable, "-c", GYM, str(gym_toml(folder, name, key, cutoff)), str(workers)], env
         )

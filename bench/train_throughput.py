@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     FIXTURES,
     MODELS,
+    gym_env,
     gym_train_python,
     llamafactory_python,
     log,
@@ -184,7 +185,7 @@ dropout = 0.0
 """)
     with tempfile.TemporaryDirectory() as cache:
         run = run_result(
-            [gym_python(), "-m", "gym", "train", str(config)], thread_env(threads, GYM_CACHE_DIR=cache)
+            [gym_python(), "-m", "gym", "train", str(config)], gym_env(threads, GYM_CACHE_DIR=cache)
         )
     results = json.loads((out / "train_results.json").read_text())
     return {"tokens": results["tokens"], "seconds": results.get("train_runtime") or results["wall_seconds"],
