@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from gym.config.base import EnvVarName, Section, fail
+from gym.config.gates import GatesConfig
 
 ACCELERATOR = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?::(?P<count>[0-9]+(?:\.[0-9]+)?))?$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -56,6 +57,10 @@ class EvalConfig(Section):
     limit: int = Field(default=0, ge=0, description="0 evaluates every sample; N > 0 at most N per task.")
     baseline: bool = Field(default=True, description="Also evaluate the base model and report the delta.")
     batch_size: int = Field(default=8, gt=0, description="Evaluation batch size.")
+    gates: GatesConfig = Field(
+        default_factory=GatesConfig,
+        description="Promotion gates ([eval.gates]): rules the scores must meet before the run is pushed.",
+    )
 
     @field_validator("tasks")
     @classmethod

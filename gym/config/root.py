@@ -184,6 +184,10 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
             )
         )
     issues += batching_issues(config)
+    if config.eval.gates.rules:
+        from gym.config.gates import gate_issues
+
+        issues += gate_issues(config)
     if train.grpo.training_free:
         issues += training_free_issues(train)
     compute = config.compute
