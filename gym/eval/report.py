@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gym.markup import md_text
+
 RESULTS_FILE = "eval_results.json"
 FORMAT = 1
 
@@ -157,8 +159,8 @@ def results_table_markdown(report: EvalReport) -> str:
     """The base → tuned table as GitHub markdown: used by the model card, the PR comment and the job summary."""
     header, rows = table_rows(report)
 
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    def line(cells: list[str]) -> str:  # names come from task YAML a PR can change: never rendered raw
+        return "| " + " | ".join(md_text(cell) for cell in cells) + " |"
 
     align = ["---", "---", "---:", *["---:"] * (len(header) - 3)]
     return "\n".join([line(header), "| " + " | ".join(align) + " |", *(line(r) for r in rows)]) + "\n"

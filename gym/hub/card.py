@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym.data.report import summary_text
 from gym.eval.report import EvalReport, TaskScore, fmt, results_table_markdown
+from gym.markup import md_code, md_text
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
@@ -139,8 +140,8 @@ def _evaluation_notes(report: EvalReport) -> str:
     parts.append(f"{'/'.join(map(str, shots))}-shot" if shots else f"{report.num_fewshot}-shot")
     parts.append(f"at most {report.limit} samples per task" if report.limit else "every sample")
     if chat:
-        parts.append("chat template applied for " + ", ".join(chat))
-    baseline = f" Base = `{report.base_model}`; Δ = tuned − base." if report.base_model else ""
+        parts.append("chat template applied for " + ", ".join(md_text(task) for task in chat))
+    baseline = f" Base = {md_code(report.base_model)}; Δ = tuned − base." if report.base_model else ""
     return "; ".join(parts) + "." + baseline + "\n"
 
 
@@ -172,7 +173,7 @@ def build_card(
         tags=_tags(config, train),
         eval_results=eval_results(report) or None,
     )
-    what = f"`{base}`" if base else "its base model"
+    what = md_code(base) if base else "its base model"
     intro = (
         f"Fine-tuned from {what} with [Gym](https://github.com/zoo-gym/gym)"
         + (f" ({train.get('method')}, {train.get('adapter')})" if train else "")
@@ -190,7 +191,7 @@ def build_card(
             "Δ compares the base with and without the library."
         )
     body = (
-        f"# {name}\n\n"
+        f"# {md_text(name)}\n\n"
         + intro
         + "\n\n## Evaluation\n\n"
         + results_table_markdown(report)
@@ -248,7 +249,7 @@ def write_eval_results(report: EvalReport, folder: str | Path) -> list[Path]:
     target.mkdir(parents=True, exist_ok=True)
     paths = []
     for task, entries in eval_result_entries(report).items():
-        path = target / (re.sub(r"[^\w.-]+", "_", task) + ".yaml")
+        path = target / (re.sub(r"[^\w.-]+", "_", task)[:100] + ".yaml")  # a name, never a path
         path.write_text(
             yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False), encoding="utf-8"
         )

@@ -106,3 +106,24 @@ def test_the_action_names_the_target_only_with_a_report_token(tmp_path: Path) ->
     )
     assert app is not None and app.author == "gym-app[bot]"
     assert TOKEN not in target.as_env()
+
+
+def test_hostile_names_in_results_reach_the_pr_as_plain_text(github) -> None:
+    """Task, metric and filter names come from task YAML a PR can change: the comment shows them, inert."""
+    import copy
+
+    from tests.markdown_view import HOSTILE_FILTER, HOSTILE_METRIC, HOSTILE_TASK, render_markdown
+
+    results = copy.deepcopy(RESULTS)
+    results["results"][0].update(task=HOSTILE_TASK, metric=HOSTILE_METRIC, filter=HOSTILE_FILTER)
+    report_finished(job="job <img src=x> @acme/admins", results=results, env=env_for(github), echo=print)
+    (comment,) = github.comments[8]
+    body = comment["body"]
+    seen = render_markdown(body)
+    assert not {"img", "script", "b"} & set(seen.tags)
+    assert seen.tags.count("details") == 0 and seen.tags.count("!--") == 1  # only the action's own marker
+    assert [t for t in seen.tags if t == "a"] == ["a"]  # the workflow-run link, nothing from the names
+    assert seen.rows[1][:2] == [HOSTILE_TASK, f"{HOSTILE_METRIC} ({HOSTILE_FILTER})"]  # readable as typed
+    assert len(seen.rows) == 2 and len(seen.rows[1]) == len(seen.rows[0])  # one row, no cell broke out
+    for raw in ("@acme/admins", "@octocat", "https://evil", "www.evil"):
+        assert raw not in body

@@ -128,3 +128,24 @@ def test_builtin_base_without_baseline(model_dir: Path) -> None:
     assert card.data.base_model is None  # not a Hub id, so not claimed as one
     assert "`builtin:tiny`" in card.text and "| task | metric | n | tuned | ± stderr |" in card.text
     assert len(card.data.eval_results) == 4
+
+
+def test_hostile_task_metric_and_filter_names_render_as_plain_text(model_dir: Path) -> None:
+    """Names a PR can set through a local lm-eval task YAML: no HTML, link, image or mention comes out."""
+    from huggingface_hub import ModelCard
+
+    from tests.markdown_view import HOSTILE_FILTER, HOSTILE_METRIC, HOSTILE_TASK, render_markdown
+
+    report = make_report(model_dir)
+    row = report.results[-1]
+    row.task, row.metric, row.filter = HOSTILE_TASK, HOSTILE_METRIC, HOSTILE_FILTER
+    text = ModelCard.load(write_card(report, make_config("Qwen/Qwen3-0.6B"), model_dir)).text
+    seen = render_markdown(text)
+    assert not {"img", "script", "details", "b", "!--"} & set(seen.tags)
+    assert seen.tags.count("a") == 1  # the card's own link to Gym, nothing from the names
+    assert [HOSTILE_TASK, f"{HOSTILE_METRIC} ({HOSTILE_FILTER})"] in [r[:2] for r in seen.rows]  # readable
+    for raw in ("@acme/admins", "@octocat", "https://evil", "www.evil"):  # mentions and autolinks broken
+        assert raw not in text
+    table = seen.rows[: len(report.results) + 1]  # the results table, then the training table's rows
+    assert [len(cells) for cells in table] == [7] * len(table) and seen.rows[len(table) + 1][0] == "method"
+    assert any(p.name.startswith("_details_img_src_x") for p in (model_dir / ".eval_results").iterdir())
