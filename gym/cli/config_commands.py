@@ -207,10 +207,15 @@ def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -
     console.print(
         f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False
     )
-    for key, reason in conversion.ignored:
-        errors.print(f"note {key}: ignored ({reason})", markup=False, highlight=False, soft_wrap=True)
-    for key, reason in conversion.not_carried:
-        errors.print(f"not carried over {key}: {reason}", markup=False, highlight=False, soft_wrap=True)
+    from gym.config.migrate.convert import first_of
+
+    for items, line, tail in ((conversion.ignored, "note {}: ignored ({})", "note {} keys ignored"),
+                              (conversion.not_carried, "not carried over {}: {}", "{} keys not carried over")):  # fmt: skip
+        shown, more = first_of(items)  # 100,000 left-behind keys are not 100,000 lines
+        for key, reason in shown:
+            errors.print(line.format(key, reason), markup=False, highlight=False, soft_wrap=True)
+        if more:
+            errors.print(tail.format(more), markup=False, highlight=False, soft_wrap=True)
 
 
 def schema(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,18 @@ class Conversion:
         self.not_carried.append((key, reason))
 
 
+SHOWN_KEYS = 20  # longer lists of left-behind keys end with "… and N more"
+
+
+def first_of(items: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """(the first :data:`SHOWN_KEYS` (key, why) pairs with keys shortened, the "… and N more" line or "")."""
+    from gym.config.errors import shorten
+
+    shown = [(shorten(key, 80), shorten(why, 200)) for key, why in items[:SHOWN_KEYS]]
+    rest = len(items) - len(shown)
+    return shown, (f"… and {rest:,} more" if rest > 0 else "")
+
+
 def relative_to(target_dir: Path, path: str | Path) -> str:
     """``path`` as gym.toml should write it: relative to the gym.toml's folder when that is shorter."""
     absolute = Path(path).expanduser().resolve()
@@ -63,18 +76,31 @@ def relative_to(target_dir: Path, path: str | Path) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """The YAML mapping at ``path``, bounded (:mod:`gym.config.migrate.bounded_yaml`); ConfigError otherwise."""
     import yaml
 
+    from gym.config.migrate.bounded_yaml import BoundedLoader, TooLarge, read_bounded
     from gym.config.reading import display_path
 
     source = display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, ValueError) as error:
-        reason = "file not found" if isinstance(error, FileNotFoundError) else "cannot be read"
+        text = read_bounded(path)
+    except UnicodeDecodeError:
+        raise ConfigError.single(source, "is not UTF-8 text; save the file as UTF-8") from None
+    except ValueError as error:  # not a regular file, too large (a NUL in the name is handled below)
+        reason = str(error.args[0]) if "null" not in str(error) else "the path contains a NUL character"
+        raise ConfigError.single(source, reason) from None
+    except OSError as error:
+        reason = {
+            errno.ENOENT: "file not found",
+            errno.ENAMETOOLONG: "the file name is too long for the file system",
+            errno.ELOOP: "is a loop of symbolic links",
+        }.get(error.errno or 0, "cannot be read")
         raise ConfigError.single(source, reason) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+    except TooLarge as error:
+        raise ConfigError.single(source, str(error)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
@@ -126,10 +152,13 @@ def _keep_what_validates(conversion: Conversion, target: Path) -> None:
                 known = next((p for p in conversion.origins if p == path[: len(p)]), None)
                 if known is None or known in essential or known[-1] in ("path", "hub", "format"):
                     # Nothing runnable: say what is missing, and what was left behind that may be why.
+                    shown, more = first_of(conversion.not_carried)
                     left = [
                         ConfigIssue(str(conversion.source), key, f"not carried over: {why}")
-                        for key, why in conversion.not_carried
+                        for key, why in shown
                     ]
+                    if more:
+                        left.append(ConfigIssue(str(conversion.source), "", f"{more} not carried over"))
                     raise ConfigError([*error.issues, *left]) from None
                 droppable.append((known, issue.message))
             for path, message in droppable:

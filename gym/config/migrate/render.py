@@ -6,7 +6,7 @@ from typing import Any
 
 import tomlkit
 
-from gym.config.migrate.convert import Conversion
+from gym.config.migrate.convert import Conversion, first_of
 
 TOOL_NAMES = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}
 ORDER = ("project", "model", "datasets", "train", "eval", "compute", "hub", "space")
@@ -45,16 +45,17 @@ def render(conversion: Conversion) -> str:
     document.add(
         tomlkit.comment("Check it with `gym validate`; every key is documented in docs/gym-toml.md.")
     )
-    if conversion.not_carried:
+    for title, items in ((f"Not carried over from the {tool} file:", conversion.not_carried),
+                         ("Ignored (no meaning in Gym):", conversion.ignored)):  # fmt: skip
+        if not items:
+            continue
         document.add(tomlkit.comment(""))
-        document.add(tomlkit.comment(f"Not carried over from the {tool} file:"))
-        for key, reason in conversion.not_carried:
+        document.add(tomlkit.comment(title))
+        shown, more = first_of(items)
+        for key, reason in shown:
             document.add(tomlkit.comment(f"  {key}: {reason}"))
-    if conversion.ignored:
-        document.add(tomlkit.comment(""))
-        document.add(tomlkit.comment("Ignored (no meaning in Gym):"))
-        for key, reason in conversion.ignored:
-            document.add(tomlkit.comment(f"  {key}: {reason}"))
+        if more:
+            document.add(tomlkit.comment(f"  {more}"))
     document.add(tomlkit.nl())
     for section in sorted(conversion.data, key=lambda name: ORDER.index(name) if name in ORDER else 99):
         value = conversion.data[section]
