@@ -10,11 +10,14 @@ the API a user tests locally is byte for byte the one the Space serves.
 import asyncio
 import hmac
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from gym.api.accesslog import redact_access_log
 from gym.api.backend import Backend, SamplingParams
 from gym.api.content import accepted_media, template_messages
 from gym.api.intake import DEFAULT_MAX_REQUEST_BYTES, RequestRejected, parse_body, read_body
+from gym.api.remote_images import FETCH_WORKERS, MAX_REMOTE_IMAGES, FetchPolicy
 from gym.api.responses import Meta, Shape, collect, sse
 from gym.api.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice, error_body
 from gym.api.tools.parsers import get_tool_parser, parser_for_template
@@ -25,7 +28,8 @@ APIError = RequestRejected  # the name other modules knew
 
 def create_app(backend: Backend, api_key: str | None = None, default_max_tokens: int = DEFAULT_MAX_TOKENS,
                system_prompt: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-               tool_parser: str | None = None, fetch_remote_images: bool = False):  # fmt: skip
+               tool_parser: str | None = None, fetch_remote_images: bool = False,
+               image_fetch: FetchPolicy | None = None):  # fmt: skip
     """Build the app. ``api_key``: when set, /v1 routes need ``Authorization: Bearer <key>``.
 
     ``system_prompt`` (a training-free GRPO experience library, `gym serve --experiences`) is merged
@@ -34,7 +38,10 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     ``tool_parser``: the tool-call format (:data:`gym.api.tools.parsers.TOOL_PARSERS`); None picks it
     from the chat template.
     ``fetch_remote_images``: a VL model's server fetches http(s) ``image_url`` parts itself
-    (`gym serve --fetch-remote-images`); otherwise only ``data:`` URLs are accepted.
+    (`gym serve --fetch-remote-images`), under ``image_fetch`` (deadline, allowed non-public hosts;
+    :mod:`gym.api.remote_images`) and in a pool of its own, so slow image hosts never hold the threads
+    text requests use; otherwise only ``data:`` URLs are accepted.
+    Access log lines never show credential query values (:mod:`gym.api.accesslog`).
     """
     from contextlib import asynccontextmanager
 
@@ -51,9 +58,15 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
     if tool_parser is not None:
         get_tool_parser(tool_parser)  # an unknown name fails at start-up, not at the first request
 
+    redact_access_log()
+    fetch = (image_fetch or FetchPolicy()) if fetch_remote_images else None
+    fetch_pool = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="gym-image-fetch") if fetch else None
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
+        if fetch_pool is not None:
+            fetch_pool.shutdown(wait=False, cancel_futures=True)
         backend.close()
 
     app = FastAPI(title=f"Gym · {backend.model_id}", lifespan=lifespan)
@@ -198,14 +211,23 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
     async def chat(request: Request):
-        body = parse_body(await read_body(request, max_request_bytes), ChatCompletionRequest)
+        raw = await read_body(request, max_request_bytes)
+        body = await asyncio.to_thread(parse_body, raw, ChatCompletionRequest)  # a 4 MB body off the loop
         check_model(body.model)
         images: list[Any] = []
         if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (gym/api/vision.py)
-            from gym.api.vision import split_images
+            from gym.api.vision import image_urls, is_remote, split_images
 
+            remote = sum(is_remote(url) for url in image_urls(body.messages))
+            if fetch and remote > MAX_REMOTE_IMAGES:
+                raise RequestRejected(
+                    400, f"messages: {remote} remote image URLs; this server fetches at most "
+                    f"{MAX_REMOTE_IMAGES} per request (send the others as data: URLs).", param="messages",
+                )  # fmt: skip
+            pool = fetch_pool if fetch and remote else None  # text and data: images keep the default pool
             try:  # off the event loop: decoding (and fetching, when allowed) must not stall other streams
-                messages, images = await asyncio.to_thread(split_images, body.messages, fetch_remote_images)
+                loop = asyncio.get_running_loop()
+                messages, images = await loop.run_in_executor(pool, split_images, body.messages, fetch)
             except ValueError as error:
                 raise RequestRejected(400, str(error), param="messages") from None
         else:
@@ -234,7 +256,8 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
     async def completions(request: Request):
-        body = parse_body(await read_body(request, max_request_bytes), CompletionRequest)
+        raw = await read_body(request, max_request_bytes)
+        body = await asyncio.to_thread(parse_body, raw, CompletionRequest)
         check_model(body.model)
         surely_too_long([body.prompt], "prompt")  # type: ignore[list-item]
         prompt = await asyncio.to_thread(backend.encode_text, body.prompt)  # type: ignore[arg-type]

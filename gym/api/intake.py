@@ -5,6 +5,9 @@ every other request in flight. Each refusal is OpenAI's error shape naming the f
 
 * a body over the size limit: 413, read no further than the limit (no 50 MB string in memory);
 * not JSON, or JSON that is not an object: 400;
+* more than :data:`MAX_MESSAGES` messages, :data:`MAX_VALUES` JSON values or :data:`MAX_DEPTH` levels of
+  nesting, counted before validation so the refusal costs one decode: 400;
+* an integer literal longer than :data:`MAX_INT_DIGITS` digits (``"max_tokens": 999...``): 400 naming it;
 * a lone UTF-16 surrogate (``"\\ud800"``), which JSON can spell but no tokenizer can encode: 400;
 * a wrong type (strict models: ``"stream": "yes"`` is not coerced) or a value out of range: 400;
 * a field Gym does not implement (``response_format`` json, penalties, ...): 400.
@@ -20,6 +23,10 @@ from pydantic import BaseModel, ValidationError
 from gym.api.schemas import Unsupported
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+MAX_MESSAGES = 4096  # per chat request
+MAX_VALUES = 100_000  # JSON values (objects, arrays, strings, numbers) in one body
+MAX_DEPTH = 64  # nesting levels (tool parameter schemas are the deepest legitimate part)
+MAX_INT_DIGITS = 4300  # Python's own int-from-string limit: longer literals cannot even be converted
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -68,9 +75,12 @@ def too_large(limit: int) -> RequestRejected:
 
 
 def parse_body(raw: bytes, model: type[M]) -> M:
-    """JSON bytes to a validated request model, or a :class:`RequestRejected` naming the field."""
+    """JSON bytes to a validated request model, or a :class:`RequestRejected` naming the field.
+
+    The shape is screened (:func:`screen`) before pydantic sees it, so a body of 100k messages costs
+    one JSON decode and a count, not 100k validated models."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_int=_bounded_int)
     except UnicodeDecodeError:
         raise RequestRejected(400, "The request body is not valid UTF-8.") from None
     except (json.JSONDecodeError, RecursionError) as error:
@@ -78,11 +88,13 @@ def parse_body(raw: bytes, model: type[M]) -> M:
         raise RequestRejected(400, f"The request body is not valid JSON ({detail}).") from None
     if not isinstance(data, dict):
         raise RequestRejected(400, "The request body must be a JSON object.")
-    where = surrogate_path(data)
-    if where is not None:
+    messages = data.get("messages")
+    if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
         raise RequestRejected(
-            400, f"{where or 'body'}: contains a lone UTF-16 surrogate, which is not valid text.", param=where
-        )
+            400, f"messages: {len(messages):,} messages; this server accepts at most {MAX_MESSAGES:,} per request.",
+            param="messages", code="too_many_messages",
+        )  # fmt: skip
+    screen(data)
     try:
         body = model.model_validate(data)
     except ValidationError as error:
@@ -94,6 +106,18 @@ def parse_body(raw: bytes, model: type[M]) -> M:
     except Unsupported as error:
         raise RequestRejected(400, str(error), param=error.param, code="unsupported_parameter") from None
     return body
+
+
+class _HugeInt:
+    """An integer literal too long for Python to convert (its digit count), found later by :func:`screen`."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _bounded_int(text: str) -> int | _HugeInt:
+    digits = len(text.lstrip("-"))
+    return _HugeInt(digits) if digits > MAX_INT_DIGITS else int(text)
 
 
 def validation_rejection(error: ValidationError, data: Any) -> RequestRejected:
@@ -125,23 +149,77 @@ def dotted(loc: tuple[Any, ...] | list[Any], data: Any) -> str | None:
     return out or None
 
 
-def surrogate_path(value: Any, path: str = "") -> str | None:
-    """Where in a decoded JSON value a string (or key) holds a lone surrogate, or None."""
-    stack = [(value, path)]
+def screen(data: Any) -> None:
+    """One bounded walk over the decoded body before any validation: refuse (400) a lone surrogate, an
+    integer too long to convert, nesting deeper than :data:`MAX_DEPTH` or more than :data:`MAX_VALUES`
+    values, naming where. Paths are spelled only for the refusal (a key may be a megabyte long)."""
+    stack: list[_Node] = [_Node(data, None, "", 0)]
+    seen = 1
     while stack:
-        item, where = stack.pop()
+        node = stack.pop()
+        item = node.value
+        if node.depth > MAX_DEPTH:
+            top = node.path().split(".")[0].split("[")[0]  # the field, not a path of 64 keys
+            raise RequestRejected(
+                400, f"{top}: nested more than {MAX_DEPTH} levels deep; this server's limit.", param=top,
+                code="request_too_complex",
+            )  # fmt: skip
         if isinstance(item, str):
             if _has_surrogate(item):
-                return where
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                name = f"{where}.{key}" if where else str(key)
-                if _has_surrogate(key):
-                    return where
-                stack.append((sub, name))
-        elif isinstance(item, list):
-            stack.extend((sub, f"{where}[{i}]") for i, sub in enumerate(item))
-    return None
+                raise _surrogate(node.path())
+        elif isinstance(item, _HugeInt):
+            where = _cut(node.path())
+            raise RequestRejected(
+                400, f"{where}: an integer of {item.digits:,} digits; at most {MAX_INT_DIGITS:,} are accepted.",
+                param=where, code="invalid_value",
+            )  # fmt: skip
+        elif isinstance(item, dict | list):
+            seen += len(item)
+            if seen > MAX_VALUES:
+                raise RequestRejected(
+                    400, f"The request body holds more than {MAX_VALUES:,} JSON values; this server's limit.",
+                    code="request_too_complex",
+                )  # fmt: skip
+            if isinstance(item, dict):
+                for key, sub in item.items():
+                    if _has_surrogate(key):
+                        raise _surrogate(node.path())
+                    stack.append(_Node(sub, node, key, node.depth + 1))
+            else:
+                stack.extend(_Node(sub, node, i, node.depth + 1) for i, sub in enumerate(item))
+
+
+class _Node:
+    """A value met by :func:`screen`, with its parent and key, so its path can be spelled on demand."""
+
+    __slots__ = ("value", "parent", "key", "depth")
+
+    def __init__(self, value: Any, parent: _Node | None, key: str | int, depth: int) -> None:
+        self.value, self.parent, self.key, self.depth = value, parent, key, depth
+
+    def path(self) -> str:
+        keys: list[str | int] = []
+        node: _Node | None = self
+        while node is not None and node.parent is not None:
+            keys.append(node.key)
+            node = node.parent
+        out = ""
+        for key in reversed(keys):
+            out += f"[{key}]" if isinstance(key, int) else (f"{out and '.'}{key}")
+        return out
+
+
+def _cut(where: str, limit: int = 120) -> str:
+    """A path as short as a sentence allows (keys are client text and may be megabytes long)."""
+    return where if len(where) <= limit else where[: limit - 1] + "…"
+
+
+def _surrogate(where: str) -> RequestRejected:
+    return RequestRejected(
+        400,
+        f"{_cut(where) or 'body'}: contains a lone UTF-16 surrogate, which is not valid text.",
+        param=_cut(where) or None,
+    )
 
 
 def _has_surrogate(text: str) -> bool:

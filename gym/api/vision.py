@@ -24,6 +24,7 @@ from typing import Any
 
 from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
 from gym.api.loading import ModelSource
+from gym.api.remote_images import FetchPolicy, FetchRefused, fetch_image_bytes
 
 MARKER = "<image>"
 
@@ -32,52 +33,24 @@ class ImageRequestError(ValueError):
     """An image part the server cannot use; the message names the message and part."""
 
 
-REMOTE_IMAGE_MAX_BYTES = 20 * 1024 * 1024
-REMOTE_IMAGE_TIMEOUT_S = 10.0
+def is_remote(url: str) -> bool:
+    return url.startswith(("http://", "https://"))
 
 
-def fetch_image_bytes(url: str, where: str) -> bytes:
-    """An http(s) image's bytes, for a server started with ``--fetch-remote-images``.
-
-    Only HTTP(S) handlers are installed (no file:, ftp: or data: through redirects), the body is capped
-    at :data:`REMOTE_IMAGE_MAX_BYTES` and the wait at :data:`REMOTE_IMAGE_TIMEOUT_S`. The URL itself is
-    never repeated in an error: signed URLs carry credentials.
-    """
-    import urllib.error
-    import urllib.request
-
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
-                    urllib.request.HTTPRedirectHandler(), urllib.request.HTTPDefaultErrorHandler(),
-                    urllib.request.HTTPErrorProcessor()):  # fmt: skip
-        opener.add_handler(handler)
-    request = urllib.request.Request(url, headers={"User-Agent": "gym-serve", "Accept": "image/*"})
-    try:
-        with opener.open(request, timeout=REMOTE_IMAGE_TIMEOUT_S) as response:
-            data = response.read(REMOTE_IMAGE_MAX_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        raise ImageRequestError(f"{where}: fetching the image URL failed with HTTP {error.code}") from None
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or type(error).__name__
-        raise ImageRequestError(f"{where}: the image URL could not be fetched ({reason})") from None
-    if len(data) > REMOTE_IMAGE_MAX_BYTES:
-        raise ImageRequestError(
-            f"{where}: the image at that URL is larger than {REMOTE_IMAGE_MAX_BYTES // (1024 * 1024)} MB"
-        )
-    return data
-
-
-def decode_image(url: str, where: str, fetch_remote: bool = False) -> Any:
-    """A ``data:image/...;base64,`` URL (or, when ``fetch_remote``, an http(s) URL) as an RGB PIL image."""
+def decode_image(url: str, where: str, fetch: FetchPolicy | None = None) -> Any:
+    """A ``data:image/...;base64,`` URL (or, when ``fetch`` is given, an http(s) URL) as an RGB PIL image."""
     from PIL import Image, UnidentifiedImageError
 
-    if url.startswith(("http://", "https://")):
-        if not fetch_remote:
+    if is_remote(url):
+        if fetch is None:
             raise ImageRequestError(
                 f"{where}: remote image URLs are not fetched by this server (start it with "
                 "--fetch-remote-images to allow it); send the image as a data: URL"
             )
-        raw, what = fetch_image_bytes(url, where), "the image URL"
+        try:
+            raw, what = fetch_image_bytes(url, where, fetch), "the image URL"
+        except FetchRefused as error:
+            raise ImageRequestError(str(error)) from None
     else:
         head, _, payload = url.partition(",")
         if not head.startswith("data:") or ";base64" not in head:
@@ -109,8 +82,25 @@ def open_upload(path: str) -> Any:
         ) from None
 
 
-def split_images(messages: list[Any], fetch_remote: bool = False) -> tuple[list[dict[str, str]], list[Any]]:
-    """Template messages (image parts become ``<image>`` markers, in place) and the decoded images."""
+def image_urls(messages: list[Any]) -> list[str]:
+    """Every ``image_url`` part's URL, in order (to count remote ones before fetching any)."""
+    urls = []
+    for message in messages:
+        if isinstance(message.content, list):
+            for part in message.content:
+                data = part.model_dump() if hasattr(part, "model_dump") else dict(part)
+                if data.get("type") == "image_url":
+                    url = data.get("image_url")
+                    urls.append(str((url.get("url") if isinstance(url, dict) else url) or ""))
+    return urls
+
+
+def split_images(
+    messages: list[Any], fetch: FetchPolicy | None = None
+) -> tuple[list[dict[str, str]], list[Any]]:
+    """Template messages (image parts become ``<image>`` markers, in place) and the decoded images.
+
+    ``fetch``: how http(s) URLs are fetched (`gym serve --fetch-remote-images`); None refuses them."""
     out: list[dict[str, str]] = []
     images: list[Any] = []
     for number, message in enumerate(messages):
@@ -123,7 +113,7 @@ def split_images(messages: list[Any], fetch_remote: bool = False) -> tuple[list[
                     url = data.get("image_url")
                     url = url.get("url") if isinstance(url, dict) else url
                     where = f"messages[{number}].content[{position}]"
-                    images.append(decode_image(str(url or ""), where, fetch_remote))
+                    images.append(decode_image(str(url or ""), where, fetch))
                     text.append(MARKER)
                 elif data.get("type") == "text":
                     text.append(str(data.get("text") or ""))

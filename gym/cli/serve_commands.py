@@ -58,8 +58,25 @@ def serve(
     fetch_remote_images: bool = typer.Option(
         False,
         "--fetch-remote-images",
-        help="Let a vision-language model's server download http(s) image_url parts itself (up to 20 MB, "
-        "10 s). Off by default: the server would fetch any address it can reach on a client's behalf.",
+        help="Let a vision-language model's server download http(s) image_url parts itself (up to 20 MB "
+        "and 8 URLs per request). Off by default: the server fetches on a client's behalf; loopback, "
+        "private, link-local and cloud metadata addresses are refused even then (see --allow-image-hosts).",
+    ),
+    image_fetch_timeout: float = typer.Option(
+        10.0,
+        "--image-fetch-timeout",
+        min=0.1,
+        help="Seconds one remote image may take in all (connect, redirects, body), however slowly it arrives.",
+    ),  # fmt: skip
+    allow_image_hosts: str | None = typer.Option(
+        None,
+        "--allow-image-hosts",
+        envvar="GYM_ALLOW_IMAGE_HOSTS",
+        help="Comma-separated hosts, addresses or networks (images.lan, 10.0.0.0/8, 127.0.0.1) that "
+        "--fetch-remote-images may reach although they are not public.",
+    ),  # fmt: skip
+    access_log: bool = typer.Option(
+        False, "--access-log", help="Log one line per request (credential query values masked)."
     ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
@@ -71,6 +88,9 @@ def serve(
 
     if tool_parser is not None and tool_parser not in TOOL_PARSERS:
         raise _fail(f"--tool-parser: expected one of {', '.join(TOOL_PARSERS)}, got {tool_parser!r}", 2)
+    from gym.api.remote_images import FetchPolicy, parse_allow_list
+
+    image_fetch = FetchPolicy.build(parse_allow_list(allow_image_hosts), image_fetch_timeout)
     system_prompt, note = None, ""
     if experiences is not None:
         from gym.train.experiences import load_experiences, render_system_prompt
@@ -85,7 +105,7 @@ def serve(
                                 max_batch_size=max_batch_size, device=device,
                                 system_prompt=system_prompt, tool_parser=tool_parser,
                                 max_request_bytes=int(max_request_mb * 1024 * 1024),
-                                fetch_remote_images=fetch_remote_images)  # fmt: skip
+                                fetch_remote_images=fetch_remote_images, image_fetch=image_fetch)  # fmt: skip
     except BackendUnavailable as error:
         raise _fail(f"error: {error}") from None
     except (ValueError, FileNotFoundError, OSError) as error:
@@ -96,7 +116,21 @@ def serve(
     console.print(
         f"serving [bold]{app.state.backend.model_id}[/bold] on http://{host}:{port}/v1 ({backend}, {key_note}{note})"
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_config=_log_config(access_log))
+
+
+def _log_config(access_log: bool) -> dict:
+    """uvicorn's logging, quiet but for warnings, plus (``--access-log``) one line per request."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"credentials": {"()": "gym.api.accesslog.RedactCredentials"}}
+    config["handlers"]["access"]["filters"] = ["credentials"]
+    config["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    config["loggers"]["uvicorn.access"]["level"] = "INFO" if access_log else "WARNING"
+    return config
 
 
 def build_serving_app(model: str, backend: str = "transformers", api_key: str | None = None,
@@ -108,7 +142,7 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
 
     app_options = {
         key: options.pop(key)
-        for key in ("system_prompt", "tool_parser", "max_request_bytes", "fetch_remote_images")
+        for key in ("system_prompt", "tool_parser", "max_request_bytes", "fetch_remote_images", "image_fetch")
         if key in options
     }
     source = resolve_source(model, served_model_name)
@@ -208,17 +242,36 @@ def deploy(
     space_dir: Path | None = typer.Option(
         None, "--space-dir", help="Where to render the Space (default: a temporary folder)."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Push even when a promotion gate (\\[eval.gates]) fails; the card records it."
+    ),
+    space_hf_token_env: str | None = typer.Option(
+        None,
+        "--space-hf-token-env",
+        help="Variable holding the read token the Space gets as HF_TOKEN (space.hf_token_env).",
+    ),
+    reuse_push_token: bool = typer.Option(
+        False,
+        "--reuse-push-token",
+        help="Give the Space the push token (write access) as HF_TOKEN (space.reuse_push_token).",
+    ),
 ) -> None:
     """Push the model and its card to the Hub and create or update its Space (Gradio chat + OpenAI API)."""
     from gym.hub.push import DeployError, plan_deploy, run_deploy
 
     try:
         plan = plan_deploy(config, model_path=model_path, repo_id=repo_id, space_id=space_id,
-                           push_to_hub=push_to_hub, token_flag=hf_token, dry_run=dry_run)  # fmt: skip
-        run_deploy(
-            plan, space_dir=space_dir, echo=lambda line: console.print(line, markup=False, highlight=False)
-        )
-    except DeployError as error:
+                           push_to_hub=push_to_hub, token_flag=hf_token, dry_run=dry_run,
+                           space_token_env=space_hf_token_env, reuse_push_token=reuse_push_token)  # fmt: skip
+        echo = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
+        if not dry_run:
+            from gym.hub.promotion import gate_deploy
+
+            gated = config if config is not None or model_path is not None else Path("gym.toml")
+            gate_deploy(gated if gated and gated.is_file() else None, plan.model_dir, force=force,
+                        token=plan.token, echo=echo)  # fmt: skip
+        run_deploy(plan, space_dir=space_dir, echo=echo)
+    except (DeployError, ValueError) as error:
         raise _fail(f"error: {error}") from None
 
 

@@ -1,7 +1,8 @@
 """`gym serve --fetch-remote-images`: a vision-language model's server downloads http(s) image_url parts
 itself, and the fetched image is the one the model sees (its logprobs equal those of the same image sent
 as a data: URL, and differ for another image). Fetch failures are one 400 sentence naming the part, never
-the URL; without the flag remote URLs are refused (tests/launch/test_vision_quickstart.py)."""
+the URL; without the flag remote URLs are refused (tests/launch/test_vision_quickstart.py). The site is on
+127.0.0.1, so the server lists it in --allow-image-hosts (tests/api/test_image_fetch_limits.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def test_remote_images_are_fetched_only_when_allowed_and_reach_the_model(
     site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp_path / "site")))
     threading.Thread(target=site.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{site.server_address[1]}"
-    url, process = start_server(["builtin:tiny-vl", "--fetch-remote-images"], server_env(cache_root))
+    url, process = start_server(
+        ["builtin:tiny-vl", "--fetch-remote-images", "--allow-image-hosts", "127.0.0.1"],
+        server_env(cache_root),
+    )
     try:
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
         model = client.models.list().data[0].id
