@@ -299,6 +299,10 @@ def main(
         return 1
     except Exception as error:  # API failures: one line, no traceback that could echo a token
         status = getattr(error, "status", None)
+        if status == 401:  # GitHub checks the token on every call: nothing was read or written
+            print(annotation("error", "GitHub refused the token of the github-token input (HTTP 401, bad "
+                             "credentials): check the secret it comes from (the default is the workflow's github.token)"))  # fmt: skip
+            return 1
         where = f" (HTTP {status})" if status else ""
         print(annotation("error", redactor(f"{type(error).__name__}{where}: {error}")[:1000]))
         return 1

@@ -2,9 +2,15 @@
 
 State is plain dicts the test fills (pulls, files, labels, comments, compares, commits, issue events,
 collaborator roles); every request is recorded as (method, path, json body). ``user_login`` None makes
-``GET /user`` answer 403 as it does for the Actions token, whose comments are by ``bot_login``. ``read_only`` answers writes with 403 like the read-only
-token GitHub gives a fork's pull request. URLs in responses point back at this server, as PyGithub
-follows them.
+``GET /user`` answer 403 as it does for the Actions token, whose comments are by ``bot_login``.
+``read_only`` answers writes with 403 like the read-only token GitHub gives a fork's pull request. URLs
+in responses point back at this server, as PyGithub follows them.
+
+As strict as GitHub where the action could get it wrong: every call must carry ``token`` (or one of
+``extra_tokens``), else 401 ``Bad credentials`` (``Requires authentication`` without a token); lists are
+paginated (``per_page`` default 30, at most 100, ``page``) with a ``Link`` header, so a client that reads
+only the first page misses comment 31; a custom repository role (``custom_roles``: name -> base role)
+answers the permission endpoint with its base (``permission`` "write", ``role_name`` the custom name).
 """
 
 from __future__ import annotations
@@ -15,7 +21,18 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+PER_PAGE, MAX_PER_PAGE = 30, 100
+# The legacy `permission` field of the collaborator permission endpoint: maintain counts as write,
+# triage as read (the finer role is only in `role_name`).
+LEGACY_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+}
 
 
 @dataclass
@@ -24,12 +41,14 @@ class Recorded:
     path: str
     body: Any = None
     authorized: bool = False
+    query: str = ""
 
 
 @dataclass
 class FakeGitHub:
     repo: str = "acme/models"
     token: str = ""
+    extra_tokens: tuple[str, ...] = ()  # more tokens the API accepts (e.g. a job's report-back token)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {"head_repo": str | None}
     files: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     labels: dict[int, list[str]] = field(default_factory=dict)
@@ -40,7 +59,8 @@ class FakeGitHub:
     events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # issue events (labeled, ...)
     roles: dict[str, str] = field(
         default_factory=dict
-    )  # login -> role_name (admin, maintain, write, triage, read)
+    )  # login -> role_name (admin, maintain, write, triage, read, or a key of custom_roles)
+    custom_roles: dict[str, str] = field(default_factory=dict)  # custom role name -> its base role
     user_login: str | None = None  # GET /user: None -> 403 (an installation token, like GITHUB_TOKEN)
     bot_login: str = "github-actions[bot]"  # who comments created with the token are by
     requests: list[Recorded] = field(default_factory=list)
@@ -113,7 +133,7 @@ class FakeGitHub:
         role = self.roles.get(login)
         if role is None:
             return 404, {"message": f"{login} is not a user"}
-        base = {"maintain": "write", "triage": "read"}.get(role, role)
+        base = LEGACY_PERMISSION[self.custom_roles.get(role, role)]  # an unknown role fails the test loudly
         return 200, {"permission": base, "role_name": role, "user": {"login": login}}
 
     def _unlabel(self, number: int, name: str) -> tuple[int, Any]:
@@ -122,6 +142,38 @@ class FakeGitHub:
             return 404, {"message": "Label does not exist"}
         labels.remove(name)
         return 200, [{"name": x, "color": "fff"} for x in labels]
+
+    # -- auth and pagination, as GitHub does them for every route --------------------------------
+    def refusal(self, authorization: str) -> tuple[int, Any] | None:
+        """401 unless the Authorization header carries an accepted token (``token x`` or ``Bearer x``)."""
+        if not authorization:
+            return 401, {"message": "Requires authentication", "documentation_url": "https://docs.github.com/rest",
+                         "status": "401"}  # fmt: skip
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() in ("token", "bearer") and value in (self.token, *self.extra_tokens) and value:
+            return None
+        return 401, {
+            "message": "Bad credentials",
+            "documentation_url": "https://docs.github.com/rest",
+            "status": "401",
+        }
+
+    def page(self, path: str, query: str, items: list[Any]) -> tuple[list[Any], str]:
+        """One page of a list answer and its ``Link`` header (empty when everything fits on one page)."""
+        params = {key: values[-1] for key, values in parse_qs(query).items()}
+        per_page = min(max(int(params.get("per_page", PER_PAGE)), 1), MAX_PER_PAGE)
+        number = max(int(params.get("page", 1)), 1)
+        last = max((len(items) + per_page - 1) // per_page, 1)
+
+        def url(page: int) -> str:
+            return f"{self.base}{path}?{urlencode({**params, 'per_page': per_page, 'page': page})}"
+
+        links = []
+        if number < last:
+            links += [f'<{url(number + 1)}>; rel="next"', f'<{url(last)}>; rel="last"']
+        if number > 1:
+            links += [f'<{url(1)}>; rel="first"', f'<{url(number - 1)}>; rel="prev"']
+        return items[(number - 1) * per_page : number * per_page], ", ".join(links)
 
     # -- routing -----------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -186,17 +238,19 @@ def serve(state: FakeGitHub) -> tuple[ThreadingHTTPServer, str]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            path = urlsplit(self.path).path
-            authorized = self.headers.get("Authorization", "") in (
-                f"token {state.token}",
-                f"Bearer {state.token}",
-            )
-            state.requests.append(Recorded(self.command, path, body, authorized))
-            status, payload = state.handle(self.command, path, body)
+            url = urlsplit(self.path)
+            refused = state.refusal(self.headers.get("Authorization", ""))
+            state.requests.append(Recorded(self.command, url.path, body, refused is None, url.query))
+            status, payload = refused or state.handle(self.command, url.path, body)
+            link = ""
+            if self.command == "GET" and status == 200 and isinstance(payload, list):
+                payload, link = state.page(url.path, url.query, payload)
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
+            if link:
+                self.send_header("Link", link)
             self.end_headers()
             self.wfile.write(data)
 

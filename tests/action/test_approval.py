@@ -34,6 +34,7 @@ def pr(github):
     github.files[8] = [("gym.toml", "modified")]
     github.labels[8] = []
     github.roles.update(wendy="write", tom="triage", max="maintain", rita="read", carl="security-reviewer")
+    github.custom_roles.update({"security-reviewer": "triage", "ml-launcher": "maintain"})
     return github
 
 
@@ -91,13 +92,21 @@ def test_label_by_writer_launches_once_and_is_used_up(pr, act, who, role) -> Non
     assert result.outputs["job-id"] == "42"
 
 
-def test_custom_role_counts_by_its_base_permission(pr, act) -> None:
-    pr.roles["carl"] = "security-reviewer"  # the fake answers permission "security-reviewer" -> not write
+@pytest.mark.parametrize(
+    ("role", "shown", "launches"),
+    [
+        ("security-reviewer", "security-reviewer (based on read)", False),
+        ("ml-launcher", "ml-launcher (based on write)", True),
+    ],
+)
+def test_custom_role_counts_by_its_base_permission(pr, act, role, shown, launches) -> None:
+    """GitHub answers a custom role's base as `permission` (maintain -> write) and its name as `role_name`."""
+    pr.roles["carl"] = role
     pr.apply_label(8, "gym:launch", "carl")
     launcher = RecordingLauncher()
     act("labeled", SHA_A, launcher)
-    assert launcher.requests == []
-    assert "who has security-reviewer (based on security-reviewer) permission" in _comment(pr)["body"]
+    assert len(launcher.requests) == int(launches)
+    assert f"who has {shown} permission" in _comment(pr)["body"]
 
 
 def test_new_commit_after_launch_waits_for_a_new_approval(pr, act) -> None:

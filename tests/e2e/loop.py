@@ -36,7 +36,6 @@ class GitHubWithStatuses(FakeGitHub):
     """The recording GitHub API, answering ``POST /repos/{repo}/statuses/{sha}`` too."""
 
     statuses: list[dict[str, Any]] = field(default_factory=list)
-    extra_tokens: tuple[str, ...] = ()
 
     def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         match = re.fullmatch(rf"/repos/{re.escape(self.repo)}/statuses/(\w+)", path)

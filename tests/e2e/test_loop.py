@@ -112,7 +112,8 @@ def loop(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Loop]:
     (workspace / "data" / "train.jsonl").write_text("\n".join(rows) + "\n")
     (workspace / "gym.toml").write_text(SFT)
     cache = tmp_path / "cache"
-    github = GitHubWithStatuses(token=e2e.GITHUB_TOKEN)
+    # the workflow's token for the action, the report token for the job: GitHub checks either on every call
+    github = GitHubWithStatuses(token=e2e.GITHUB_TOKEN, extra_tokens=(e2e.REPORT_TOKEN,))
     server, _ = serve(github)
     hub = HubDouble(e2e.HF_TOKEN, e2e.free_port())
     hub.state.readers.append(e2e.READ_TOKEN)
@@ -254,6 +255,7 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     states = [(s["state"], s["context"]) for s in github.statuses]
     assert states == [("pending", "gym / gym.toml"), ("success", "gym / gym.toml")]
     assert all(s["sha"] == "a" * 40 for s in github.statuses)
+    assert all(r.authorized for r in github.requests)  # the action's token, then the job's report token
     assert "gym_reverse" in github.statuses[-1]["description"]
     assert loop.hub.state.commits == []  # a pull request's run publishes nothing; the merge does
     assert_nothing_leaked(loop, done.stdout, done.stderr)
