@@ -292,6 +292,7 @@ def save_outputs(
         save_processor(config, tokenizer, output)
         write_resolved_config(config, output)
         record = {k: v for k, v in asdict(result).items() if k not in ("already_trained", "restored_only")}
+        record["world_size"] = trainer.accelerator.num_processes  # every rank on every node trained
         record = {**record, **(measured or {}), **overrides, **completion_record(config, fingerprint, output)}
         atomic_write_text(output / RESULTS, json.dumps(record, indent=2) + "\n")
     trainer.accelerator.wait_for_everyone()

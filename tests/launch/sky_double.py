@@ -1,27 +1,29 @@
 """A SkyPilot API server double on 127.0.0.1 that *runs* what it is given, driven by SkyPilot's own SDK.
 
 It answers what the client (sky/client/sdk.py, sky/jobs/client/sdk.py) sends for ``jobs.launch`` /
-``launch``, ``jobs.queue_v2`` / ``queue``, ``jobs.tail_logs`` / ``tail_logs`` and ``stream_and_get``,
-with results encoded by SkyPilot's server-side ``Request.encode``. A launched task is executed as the
-one node of its cluster would execute it: its workdir synced (copied) into a fresh node folder, its
-``setup`` checked with ``bash -n`` (installing the package is not what these tests prove), its ``run``
-started with ``bash -c`` and the task's ``envs`` and ``secrets`` as environment variables plus the
-``SKYPILOT_*`` variables of a one-node cluster with ``gpus`` "GPUs" (so the run script starts that many
-torchrun ranks). Its output is the job's log, streamed back through ``/jobs/logs`` and ``/logs`` while
-it runs. Seeded jobs (``add_job``) give status and log tests their canned records.
+``launch``, ``jobs.queue_v2`` / ``queue``, ``jobs.tail_logs`` / ``tail_logs``, ``jobs.cancel`` /
+``cancel`` and ``stream_and_get``, with results encoded by SkyPilot's server-side ``Request.encode``.
 
-``preempt`` (a predicate polled while a managed job runs) plays a spot preemption once: the node's
-processes are killed, and the job is recovered as SkyPilot's controller does it, on a *fresh* node
-(a new copy of the workdir, nothing else carried over), with ``recovery_count`` raised.
+A launched task runs on its ``num_nodes`` nodes as :mod:`tests.launch.sky_nodes` describes: fresh node
+folders, a fresh venv each, the task's real ``setup`` (installing Gym's wheel built from the checkout,
+:mod:`tests.launch.node_image`), then its ``run``; bucket ``file_mounts`` live in host folders that
+outlive the nodes. The job ends in SkyPilot's own terminal states: SUCCEEDED, FAILED (the run exited
+non-zero on a node), FAILED_SETUP, CANCELLED (``jobs.cancel``/``cancel`` kill the nodes), and, when
+``accelerators`` (what the double's "clouds" have) holds none of the task's, FAILED_NO_RESOURCE for a
+managed job or a failed launch request for a cluster. ``/jobs/logs`` and ``/logs`` stream the job's
+log and answer SkyPilot's exit codes (``JobExitCode``: 0, 100 failed, 101 not finished, 102 not found,
+103 cancelled). Seeded jobs (``add_job``) give status and log tests their canned records.
+
+``preempt`` (a predicate polled while a managed job runs) plays a spot preemption once: every node's
+processes are killed, and the job is recovered as SkyPilot's controller does it, on *fresh* nodes (new
+HOME, cache, venv and workdir copy; only the buckets carry over), with ``recovery_count`` raised.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import subprocess
+import socket
 import threading
 import time
 import uuid
@@ -31,6 +33,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.launch.node_image import NodeImage, node_image
+from tests.launch.sky_nodes import Attempt, start_attempt
+
+NO_RESOURCE = (
+    "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. "
+    "Relax the task's resource requirements: {wanted}"
+)
 
 
 @dataclass
@@ -42,22 +52,51 @@ class Job:
     lines: list[str] = field(default_factory=list)
     recovery_count: int = 0
     submitted_at: float = field(default_factory=time.time)
-    node_dir: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    returncode: int | None = None
+    managed: bool = True
+    node_dir: Path | None = None  # the head node's workdir of the latest attempt
+    env: dict[str, str] = field(default_factory=dict)  # the head node's environment
+    attempts: list[Attempt] = field(default_factory=list)
+    returncodes: list[int] = field(default_factory=list)  # of the last script run, one per node
+    failure_reason: str | None = None
+    cancelling: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def returncode(self) -> int | None:
+        return next((code for code in self.returncodes if code), 0) if self.returncodes else None
 
     def finish(self, status: str) -> None:
         self.status = status
         self.done.set()
 
 
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "FAILED_SETUP"}
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
+# A cluster job's states (sky.skylet.job_lib.JobStatus) for the managed-job states the double goes through.
+CLUSTER_STATUS = {"STARTING": "SETTING_UP", "RECOVERING": "RUNNING", "CANCELLING": "RUNNING"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _accelerator_names(resources: dict[str, Any]) -> set[str]:
+    """Accelerator names a task's ``resources`` asks for (``accelerators`` and ``any_of``/``ordered``)."""
+    names: set[str] = set()
+    for candidate in [resources, *(resources.get("any_of") or []), *(resources.get("ordered") or [])]:
+        wanted = candidate.get("accelerators")
+        if isinstance(wanted, str):
+            wanted = [wanted]
+        for item in wanted or []:
+            names.add(str(item).split(":")[0])
+    return names
 
 
 class SkyDouble:
     """``with SkyDouble(tmp, base_env=...) as sky:`` sets nothing globally; pass ``sky.endpoint`` as
-    ``SKYPILOT_API_SERVER_ENDPOINT`` to the process whose SDK should talk to it."""
+    ``SKYPILOT_API_SERVER_ENDPOINT`` to the process whose SDK should talk to it. ``base_env`` is what
+    every node has before the task's envs (PATH, PYTHONPATH and HOME are the node's own)."""
 
     def __init__(
         self,
@@ -66,6 +105,8 @@ class SkyDouble:
         base_env: dict[str, str] | None = None,
         gpus: int = 2,
         master_port: int | None = None,
+        image: NodeImage | None = None,
+        accelerators: set[str] | None = None,
     ) -> None:
         import sky.server.requests.requests  # noqa: F401 - imported now, not inside the client's first timeout
 
@@ -73,10 +114,12 @@ class SkyDouble:
         self.base_env = dict(base_env or {})
         self.gpus = gpus
         self.master_port = master_port  # this machine is shared: torchrun gets a port known to be free
+        self.image = image
+        self.accelerators = accelerators  # None: every accelerator is available
         self.preempt: Callable[[Job], bool] | None = None
         self.jobs: dict[int, Job] = {}
         self.calls: list[dict[str, Any]] = []
-        self.requests: dict[str, tuple[str, Any]] = {}  # request id -> (name, return value)
+        self.requests: dict[str, tuple[str, Any, BaseException | None]] = {}
         self.lock = threading.Lock()
         double = self
 
@@ -92,6 +135,9 @@ class SkyDouble:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for job in self.jobs.values():
+            for attempt in job.attempts:
+                attempt.kill()
         self.server.shutdown()
         self.server.server_close()
 
@@ -106,79 +152,82 @@ class SkyDouble:
             job.done.set()
         return job
 
-    def launch(self, task: dict[str, Any], name: str) -> Job:
+    def fits(self, task: dict[str, Any]) -> bool:
+        wanted = _accelerator_names(task.get("resources") or {})
+        return self.accelerators is None or not wanted or bool(wanted & self.accelerators)
+
+    def launch(self, task: dict[str, Any], name: str, *, managed: bool = True) -> Job:
         job = self.add_job(name, [], status="PENDING")
-        job.task = task
+        job.task, job.managed = task, managed
         threading.Thread(target=self._execute, args=(job,), daemon=True).start()
         return job
 
+    def cancel(self, job: Job) -> None:
+        """As the jobs controller does it: a job already ended is skipped, a running one is killed."""
+        if job.done.is_set():
+            return
+        job.cancelling.set()
+        if not job.task:  # a seeded job has no nodes
+            job.finish("CANCELLED")
+            return
+        job.status = "CANCELLING"
+        for attempt in job.attempts:
+            attempt.kill()
+        job.done.wait(30)
+
     def _execute(self, job: Job) -> None:
-        while True:
-            preempted = self._attempt(job)
-            if not preempted:
-                return
-            job.recovery_count += 1
-            job.status = "RECOVERING"
-            job.lines.append(f"[sky double] job {job.job_id} preempted; recovering on a new node\n")
+        try:
+            while True:
+                outcome = self._attempt(job)
+                if outcome != "PREEMPTED":
+                    job.finish(outcome)
+                    return
+                job.recovery_count += 1
+                job.status = "RECOVERING"
+                job.lines.append(f"[sky double] job {job.job_id} preempted; recovering on a new node\n")
+        except Exception as error:  # a fault of the double must end the job, not hang its followers
+            job.lines.append(f"[sky double] {error!r}\n")
+            job.failure_reason = repr(error)
+            job.finish("FAILED_CONTROLLER")
 
-    def _attempt(self, job: Job) -> bool:
-        """Run the task once on a fresh node; True when it was preempted (and must be recovered)."""
+    def _attempt(self, job: Job) -> str:
+        """Run the task once on fresh nodes: its terminal state, or PREEMPTED (to be recovered)."""
         task = job.task
-        node = self.root / f"node-{job.job_id}-{job.recovery_count}"
-        workdir = node / "sky_workdir"
-        if task.get("workdir"):
-            shutil.copytree(task["workdir"], workdir, symlinks=True)
-        else:
-            workdir.mkdir(parents=True)
-        job.node_dir = workdir
-        check = subprocess.run(["bash", "-n", "-c", task.get("setup") or ":"], capture_output=True, text=True)
-        if check.returncode:
-            job.lines.append(f"setup is not valid bash: {check.stderr}\n")
-            job.finish("FAILED_SETUP")
-            return False
-        env = {
-            **self.base_env,
-            **{k: str(v) for k, v in (task.get("envs") or {}).items()},
-            **{k: str(v) for k, v in (task.get("secrets") or {}).items()},
-            "SKYPILOT_NUM_NODES": str(task.get("num_nodes") or 1),
-            "SKYPILOT_NODE_RANK": "0",
-            "SKYPILOT_NODE_IPS": "127.0.0.1",
-            "SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus),
-            "SKYPILOT_TASK_ID": f"sky-managed-{job.job_id}_{job.name}",
-            "SKYPILOT_CLUSTER_INFO": json.dumps({"cluster_name": job.name, "num_nodes": 1}),
-        }
-        if self.master_port is not None:
-            env["GYM_MASTER_PORT"] = str(self.master_port)
-        job.env = env
+        if not self.fits(task):
+            job.failure_reason = NO_RESOURCE.format(wanted=sorted(_accelerator_names(task["resources"])))
+            job.lines.append(job.failure_reason + "\n")
+            return "FAILED_NO_RESOURCE"
+        job.status = "STARTING"
+        port = str(self.master_port or free_port())
+        attempt = start_attempt(self.root, job.job_id, job.recovery_count, task, self.base_env,
+                                self.image or node_image(),
+                                {"SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus), "GYM_MASTER_PORT": port})  # fmt: skip
+        job.attempts.append(attempt)
+        job.node_dir, job.env = attempt.nodes[0].workdir, attempt.nodes[0].env
+        if job.cancelling.is_set():
+            return "CANCELLED"
+        job.returncodes = attempt.execute(task.get("setup") or "true", job.lines)
+        if job.cancelling.is_set():
+            return "CANCELLED"
+        if any(job.returncodes):
+            job.failure_reason = f"setup failed with return code list: {job.returncodes}"
+            job.lines.append(f"ERROR: Job {job.job_id}'s {job.failure_reason}\n")
+            return "FAILED_SETUP"
         job.status = "RUNNING"
-        process = subprocess.Popen(
-            ["bash", "-c", task.get("run") or ":"], cwd=workdir, env=env, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        assert process.stdout is not None
-        preempted = threading.Event()
-        watcher = None
-        if self.preempt is not None and job.recovery_count == 0:
-            watcher = threading.Thread(target=self._watch, args=(job, process, preempted), daemon=True)
-            watcher.start()
-        for line in process.stdout:
-            job.lines.append(line)
-        job.returncode = process.wait()
-        if watcher is not None:
-            watcher.join(timeout=5)
-        if preempted.is_set():
-            return True
-        job.finish("SUCCEEDED" if job.returncode == 0 else "FAILED")
-        return False
-
-    def _watch(self, job: Job, process: subprocess.Popen, preempted: threading.Event) -> None:
-        assert self.preempt is not None
-        while process.poll() is None:
-            if self.preempt(job):
-                preempted.set()
-                os.killpg(process.pid, signal.SIGKILL)  # the whole node goes away: torchrun and every rank
-                return
-            time.sleep(0.2)
+        watch = None
+        if self.preempt is not None and job.managed and job.recovery_count == 0:
+            preempt = self.preempt
+            watch = lambda: preempt(job)  # noqa: E731
+        job.returncodes = attempt.execute(task.get("run") or "true", job.lines, watch)
+        if job.cancelling.is_set():
+            return "CANCELLED"
+        if attempt.killed.is_set():
+            return "PREEMPTED"
+        if any(job.returncodes):
+            job.failure_reason = f"failed with return code list: {job.returncodes}"
+            job.lines.append(f"ERROR: Job {job.job_id} {job.failure_reason}\n")
+            return "FAILED"
+        return "SUCCEEDED"
 
     def find(self, name: str | None, job_id: int | None) -> Job | None:
         if job_id is not None:
@@ -186,11 +235,23 @@ class SkyDouble:
         named = [job for job in self.jobs.values() if name is None or job.name == name]
         return named[-1] if named else None
 
-    def new_request(self, name: str, value: Any) -> str:
+    def new_request(self, name: str, value: Any, error: BaseException | None = None) -> str:
         """A finished request; ``name`` as the server names it (its encoder and the client's decoder)."""
         request_id = uuid.uuid4().hex
-        self.requests[request_id] = ("sky." + name, value)
+        self.requests[request_id] = ("sky." + name, value, error)
         return request_id
+
+    def exit_code(self, job: Job | None, managed: bool) -> int:
+        """What SkyPilot's log request returns for the job (sky.exceptions.JobExitCode)."""
+        from sky.exceptions import JobExitCode
+        from sky.jobs.state import ManagedJobStatus
+        from sky.skylet.job_lib import JobStatus
+
+        if job is None:
+            return int(JobExitCode.NOT_FOUND)
+        if managed:
+            return int(JobExitCode.from_managed_job_status(ManagedJobStatus(job.status)))
+        return int(JobExitCode.from_job_status(JobStatus(CLUSTER_STATUS.get(job.status, job.status))))
 
     def managed_record(self, job: Job) -> Any:
         from sky.jobs.state import ManagedJobStatus
@@ -198,13 +259,13 @@ class SkyDouble:
 
         return ManagedJobRecord(job_id=job.job_id, job_name=job.name, task_id=0, task_name=job.name,
                                 status=ManagedJobStatus(job.status), recovery_count=job.recovery_count,
-                                submitted_at=job.submitted_at)  # fmt: skip
+                                submitted_at=job.submitted_at, failure_reason=job.failure_reason)  # fmt: skip
 
     def cluster_record(self, job: Job) -> Any:
         from sky.schemas.api.responses import ClusterJobRecord
         from sky.skylet.job_lib import JobStatus
 
-        status = JobStatus(job.status if job.status != "FAILED_SETUP" else "FAILED_SETUP")
+        status = JobStatus(CLUSTER_STATUS.get(job.status, job.status))
         return ClusterJobRecord(job_id=job.job_id, job_name=job.name, username="tester", user_hash="abcd1234",
                                 submitted_at=job.submitted_at, resources="1x[CPU:1]", status=status,
                                 log_path="~/sky_logs")  # fmt: skip
@@ -273,16 +334,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/validate":
             self._reply(200, {})
         elif path in ("/jobs/launch", "/launch"):
-            import yaml
-
-            task = list(yaml.safe_load_all(body["task"]))[-1]
-            name = body.get("name") or body.get("cluster_name") or task.get("name") or "sky-job"
-            job = owner.launch(task, name)
-            value = ([job.job_id], None) if path == "/jobs/launch" else (job.job_id, None)
-            self._accepted(owner.new_request(path.strip("/").replace("/", "."), value))
+            self._launch(path == "/jobs/launch", body)
         elif path == "/jobs/queue/v2":
             jobs = [owner.managed_record(j) for j in owner.jobs.values()
-                    if not body.get("name_match") or body["name_match"] in j.name]  # fmt: skip
+                    if (not body.get("name_match") or body["name_match"] in j.name)
+                    and (not body.get("job_ids") or j.job_id in body["job_ids"])]  # fmt: skip
             value = (jobs, len(jobs), {}, len(owner.jobs))
             self._accepted(owner.new_request("jobs.queue_v2", value))
         elif path == "/queue":
@@ -290,19 +346,51 @@ class _Handler(BaseHTTPRequestHandler):
                 owner.cluster_record(j) for j in owner.jobs.values() if j.name == body.get("cluster_name")
             ]
             self._accepted(owner.new_request("queue", jobs))
+        elif path in ("/jobs/cancel", "/cancel"):
+            self._cancel(path == "/jobs/cancel", body)
         elif path in ("/jobs/logs", "/logs"):
             self._stream_logs(owner.find(body.get("name") or body.get("cluster_name"), body.get("job_id")),
-                              bool(body.get("follow")))  # fmt: skip
+                              bool(body.get("follow")), path == "/jobs/logs")  # fmt: skip
         else:
             self._reply(404, {"detail": f"not implemented by the double: {path}"})
 
     def _accepted(self, request_id: str) -> None:
         self._reply(200, {}, {"X-Skypilot-Request-ID": request_id})
 
-    def _stream_logs(self, job: Job | None, follow: bool) -> None:
+    def _launch(self, managed: bool, body: dict[str, Any]) -> None:
+        import yaml
+
+        owner = self.owner
+        task = list(yaml.safe_load_all(body["task"]))[-1]
+        name = body.get("name") or body.get("cluster_name") or task.get("name") or "sky-job"
+        route = "jobs.launch" if managed else "launch"
+        if not managed and not owner.fits(task):  # a cluster launch fails in the request itself
+            from sky.exceptions import ResourcesUnavailableError
+
+            wanted = sorted(_accelerator_names(task.get("resources") or {}))
+            error = ResourcesUnavailableError(NO_RESOURCE.format(wanted=wanted).split(": ", 1)[1])
+            self._accepted(owner.new_request(route, None, error))
+            return
+        job = owner.launch(task, name, managed=managed)
+        value = ([job.job_id], None) if managed else (job.job_id, None)
+        self._accepted(owner.new_request(route, value))
+
+    def _cancel(self, managed: bool, body: dict[str, Any]) -> None:
+        """Cancel by ids, by name, or all; jobs not found or already ended are skipped, as SkyPilot does."""
+        owner = self.owner
+        ids = body.get("job_ids")
+        for job in list(owner.jobs.values()):
+            if job.managed != managed or (not managed and job.name != body.get("cluster_name")):
+                continue
+            named = managed and body.get("name") is not None and job.name == body["name"]
+            if body.get("all") or body.get("all_users") or (ids and job.job_id in ids) or named:
+                owner.cancel(job)
+        self._accepted(owner.new_request("jobs.cancel" if managed else "cancel", None))
+
+    def _stream_logs(self, job: Job | None, follow: bool, managed: bool) -> None:
         if job is None:
-            request_id = self.owner.new_request("jobs.logs", 1)
-            self._reply(200, b"no such job\n", {"X-Skypilot-Request-ID": request_id})
+            request_id = self.owner.new_request("jobs.logs", self.owner.exit_code(None, managed))
+            self._reply(200, b"No managed job found.\n", {"X-Skypilot-Request-ID": request_id})
             return
         request_id = self.owner.new_request("jobs.logs", None)
         self._headers(
@@ -321,20 +409,23 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             job.done.wait(0.2)
         self.wfile.write(b"0\r\n\r\n")
-        code = 0 if job.status == "SUCCEEDED" else (None if job.status not in TERMINAL else 100)
-        self.owner.requests[request_id] = ("jobs.logs", code)
+        self.owner.requests[request_id] = ("jobs.logs", self.owner.exit_code(job, managed), None)
         self.close_connection = True
 
     def _result(self, request_id: str) -> dict[str, Any]:
         from sky.server.requests import payloads
         from sky.server.requests import requests as requests_lib
 
-        name, value = self.owner.requests[request_id]
+        name, value, error = self.owner.requests[request_id]
+        status = requests_lib.RequestStatus.FAILED if error else requests_lib.RequestStatus.SUCCEEDED
         request = requests_lib.Request(
             request_id=request_id, name=name, entrypoint=json.dumps, request_body=payloads.RequestBody(),
-            status=requests_lib.RequestStatus.SUCCEEDED, created_at=time.time(), user_id="tester",
+            status=status, created_at=time.time(), user_id="tester",
         )  # fmt: skip
-        request.set_return_value(value)
+        if error is not None:
+            request.set_error(error)
+        else:
+            request.set_return_value(value)
         return request.encode().model_dump()
 
 
