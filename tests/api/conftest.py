@@ -71,12 +71,19 @@ def server_env(cache_root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_server(args: list[str], env: dict[str, str]) -> tuple[str, subprocess.Popen]:
+def start_server(
+    args: list[str], env: dict[str, str], log: Path | None = None
+) -> tuple[str, subprocess.Popen]:
+    """`gym serve ARGS` on a free port; ``log``: a file for its stdout and stderr (readable while it runs)."""
     port = free_port()
+    output = log.open("w") if log is not None else subprocess.PIPE
     process = subprocess.Popen(
         [sys.executable, str(SERVE_MAIN), "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
+        text=True,
     )  # fmt: skip
+    if log is not None:
+        output.close()  # the child holds its own copy
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, process)
