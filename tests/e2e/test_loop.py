@@ -11,6 +11,7 @@ started with uvicorn and exactly the secrets deploy gave it, then driven with ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from tests.action.github_server import serve
 from tests.conftest import REPO
 from tests.e2e import loop as e2e
 from tests.e2e.loop import GitHubWithStatuses
-from tests.hub.hub_double import HubDouble
+from tests.hub.hub_double import TESTER, HubDouble
 from tests.launch.sky_double import SkyDouble
 
 pytestmark = pytest.mark.slow
@@ -115,8 +116,9 @@ def loop(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Loop]:
     # the workflow's token for the action, the report token for the job: GitHub checks either on every call
     github = GitHubWithStatuses(token=e2e.GITHUB_TOKEN, extra_tokens=(e2e.REPORT_TOKEN,))
     server, _ = serve(github)
-    hub = HubDouble(e2e.HF_TOKEN, e2e.free_port())
-    hub.state.readers.append(e2e.READ_TOKEN)
+    # the push token writes; the Space's token only reads (both of user tester, member of org acme)
+    tokens = {e2e.HF_TOKEN: TESTER, e2e.READ_TOKEN: dataclasses.replace(TESTER, role="read")}
+    hub = HubDouble(tokens, e2e.free_port())
     with hub:
         sky = SkyDouble(tmp_path / "sky", base_env=e2e.node_env(tmp_path, hub.url, cache), gpus=gpus,
                         master_port=e2e.free_port())  # fmt: skip

@@ -1,51 +1,130 @@
-"""A local stand-in for the Hugging Face Hub: the HTTP routes `HfApi` calls for create_repo,
-upload_folder / create_commit (preupload + commit), add_space_secret and request_space_hardware, and
-the download side (repo info, ``resolve``) that ``snapshot_download`` and ``hf_hub_download`` use,
-recording what it got.
+"""A local stand-in for the Hugging Face Hub, driven by ``huggingface_hub``: the routes `HfApi` calls for
+create_repo, upload_folder / create_commit (preupload, the LFS batch API, commit), add_space_secret and
+request_space_hardware, and the download side (repo info, ``resolve``) that ``snapshot_download`` and
+``hf_hub_download`` use, recording what it got.
 
-Every file is answered as a "regular" (non-LFS) upload, so commits carry their content inline and
-the double can check exactly what was uploaded. Private repositories answer 401 without the token,
-as the Hub does. ``fail`` makes the next calls to a route fail with a given HTTP status.
+As strict as the Hub where Gym could get it wrong:
+
+- **Tokens.** Each token belongs to a user and the orgs it is a member of, with a role (:class:`HubToken`).
+  An unknown token is 401; a read token may read private repos of its namespaces but writes nothing
+  (403); repos are created, and written, only in the user's own namespace or its orgs' (403 otherwise,
+  with the Hub's message).
+- **LFS.** Preupload answers ``lfs`` for what the Hub stores in LFS (``*.safetensors``, ``*.bin``... as in
+  the default ``.gitattributes``, binary samples, files of 10 MB or more); the client must then ask the
+  batch API (``/{repo}.git/info/lfs/objects/batch``), PUT each object to the returned href and commit
+  an ``lfsFile`` entry whose sha256 and size match an uploaded object. Downloads of LFS files redirect to
+  a CDN route with ``X-Linked-Etag``/``X-Linked-Size``, and return the uploaded bytes.
+
+Private repositories answer 401 without a token that may read them, as the Hub does. ``fail`` makes
+the next calls to a route fail with a given HTTP status.
+
+The module has no ``from __future__ import annotations``: FastAPI must see the real ``Request`` type of
+the routes defined inside :func:`create_hub_app`.
 """
 
 import base64
+import fnmatch
+import hashlib
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
+
+# The patterns of the .gitattributes the Hub puts in a new repo (filter=lfs), and its size limit for
+# regular files: what preupload answers "lfs" for.
+LFS_PATTERNS = (
+    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
+    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
+    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*", "*.tar",
+    "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
+)  # fmt: skip
+REGULAR_MAX = 10 * 1024 * 1024
+FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
+
+
+@dataclass(frozen=True)
+class HubToken:
+    """Who a token is: its user, the orgs that user belongs to, and the token's role (write or read)."""
+
+    user: str
+    orgs: tuple[str, ...] = ()
+    role: str = "write"
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return (self.user, *self.orgs)
+
+
+# The tests' usual identity: user `tester`, member of org `acme` (where the test configs push).
+TESTER = HubToken("tester", orgs=("acme",))
 
 
 @dataclass
 class HubState:
-    token: str
+    tokens: dict[str, HubToken]
     repos: dict[str, dict[str, Any]] = field(default_factory=dict)  # "type:owner/name" -> info
     files: dict[str, dict[str, bytes]] = field(default_factory=dict)  # "type:owner/name" -> path -> bytes
+    lfs_files: dict[str, set[str]] = field(default_factory=dict)  # "type:owner/name" -> paths stored in LFS
+    lfs_objects: dict[str, bytes] = field(default_factory=dict)  # sha256 -> uploaded content
+    lfs_uploads: list[str] = field(default_factory=list)  # sha256 of each PUT, in order
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
     hardware: dict[str, str] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
-    bad_auth: int = 0
+    bad_auth: int = 0  # requests with a token the Hub does not know
+    refused: list[str] = field(default_factory=list)  # "route repo: why" for each 403
     commits: list[str] = field(default_factory=list)  # "type:owner/name" per commit, in order
     fail: dict[str, list[int]] = field(default_factory=dict)  # route ("commit", "create") -> statuses
     downloads: list[str] = field(default_factory=list)
-    readers: list[str] = field(default_factory=list)  # read-only tokens: may download, never write
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
 
 
+def is_lfs(path: str, size: int, sample: bytes) -> bool:
+    """Whether the Hub stores this file in LFS: a .gitattributes pattern, its size, or binary content."""
+    name = path.rsplit("/", 1)[-1]
+    patterns = any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(path, p) for p in LFS_PATTERNS)
+    return patterns or size >= REGULAR_MAX or b"\0" in sample
+
+
 def create_hub_app(state: HubState):
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
 
     app = FastAPI()
 
-    def authorized(request: Request) -> bool:
-        ok = request.headers.get("authorization") == f"Bearer {state.token}"
-        state.bad_auth += not ok
-        return ok
+    def error(status: int, message: str, code: str | None = None) -> JSONResponse:
+        headers = {"X-Error-Message": message, **({"X-Error-Code": code} if code else {})}
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-    def denied() -> JSONResponse:
-        return JSONResponse({"error": "Invalid credentials"}, status_code=401)
+    def caller(request: Request) -> HubToken | None | JSONResponse:
+        """The token's identity, None without a token, or the Hub's 401 for a token it does not know."""
+        header = request.headers.get("authorization", "")
+        if not header:
+            return None
+        token = state.tokens.get(header.removeprefix("Bearer "))
+        if token is None:
+            state.bad_auth += 1
+            return error(401, "Invalid credentials in Authorization header")
+        return token
+
+    def writer(
+        request: Request, namespace: str, route: str, refusal: str = FORBIDDEN_WRITE
+    ) -> HubToken | JSONResponse:
+        """A write token whose user may write to ``namespace``, else the Hub's 401/403."""
+        who = caller(request)
+        if isinstance(who, JSONResponse):
+            return who
+        if who is None:
+            return error(401, "Invalid username or password.")
+        if who.role != "write" or namespace not in who.namespaces:
+            state.refused.append(
+                f"{route} {namespace}: {'read token' if who.role != 'write' else 'not its namespace'}"
+            )
+            return error(403, refusal)
+        return who
 
     def injected(route: str) -> JSONResponse | None:
         pending = state.fail.get(route)
@@ -53,33 +132,49 @@ def create_hub_app(state: HubState):
             return JSONResponse({"error": "injected failure"}, status_code=pending.pop(0))
         return None
 
-    def readable(key: str, request: Request) -> bool:
+    def readable(key: str, request: Request) -> bool | JSONResponse:
         info = state.repos.get(key)
         if info is None:
             return False
         if info.get("visibility") == "private" or info.get("private"):
-            header = request.headers.get("authorization", "")
-            return any(header == f"Bearer {token}" for token in state.readers) or authorized(request)
+            who = caller(request)
+            if isinstance(who, JSONResponse):
+                return who
+            return who is not None and key.split(":", 1)[1].split("/")[0] in who.namespaces
         return True
 
     def missing() -> JSONResponse:
-        return JSONResponse(
-            {"error": "Repository not found"}, status_code=401, headers={"X-Error-Code": "RepoNotFound"}
-        )
+        return error(401, "Repository not found", "RepoNotFound")
+
+    def no_repo() -> JSONResponse:
+        return error(404, "Repository not found", "RepoNotFound")
 
     @app.get("/api/whoami-v2")
     async def whoami(request: Request):
-        return {"type": "user", "name": "tester", "orgs": []} if authorized(request) else denied()
+        who = caller(request)
+        if isinstance(who, JSONResponse):
+            return who
+        if who is None:
+            return error(401, "Invalid username or password.")
+        return {"type": "user", "name": who.user,
+                "orgs": [{"type": "org", "name": org, "roleInOrg": "write"} for org in who.orgs],
+                "auth": {"type": "access_token", "accessToken": {"displayName": "gym", "role": who.role}}}  # fmt: skip
 
     @app.post("/api/repos/create")
     async def create(request: Request):
-        if not authorized(request):
-            return denied()
-        if (failure := injected("create")) is not None:
-            return failure
         body = await request.json()
         kind = body.get("type") or "model"
-        repo_id = f"{body.get('organization') or 'tester'}/{body['name']}"
+        who = caller(request)
+        if isinstance(who, JSONResponse):
+            return who
+        namespace = body.get("organization") or (who.user if who else "")
+        message = f'You don\'t have the rights to create a {kind} under the namespace "{namespace}"'
+        allowed = writer(request, namespace, "create", message)
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if (failure := injected("create")) is not None:
+            return failure
+        repo_id = f"{namespace}/{body['name']}"
         key = f"{kind}:{repo_id}"
         if key in state.repos:
             return JSONResponse(
@@ -93,43 +188,122 @@ def create_hub_app(state: HubState):
     async def validate_yaml(request: Request):
         return {"errors": [], "warnings": []}
 
+    def oid(key: str, path: str) -> str | None:
+        """What the repo holds at ``path`` as preupload answers it: sha256 for LFS, git's blob sha1 else."""
+        content = state.files.get(key, {}).get(path)
+        if content is None:
+            return None
+        if path in state.lfs_files.get(key, set()):
+            return hashlib.sha256(content).hexdigest()
+        return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
     @app.post("/api/{kind}s/{owner}/{name}/preupload/{revision}")
     async def preupload(kind: str, owner: str, name: str, revision: str, request: Request):
-        if not authorized(request):
-            return denied()
+        allowed = writer(request, owner, "preupload")
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        key = f"{kind}:{owner}/{name}"
+        if key not in state.repos:
+            return no_repo()
+        files = []
+        for f in (await request.json())["files"]:
+            lfs = is_lfs(f["path"], f["size"], base64.b64decode(f["sample"]))
+            files.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False,
+                          "oid": oid(key, f["path"])})  # fmt: skip
+        return {"files": files, "commitOid": state.sha(key)}
+
+    async def lfs_batch(kind: str, owner: str, name: str, request: Request):
+        allowed = writer(request, owner, "lfs batch")
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if f"{kind}:{owner}/{name}" not in state.repos:
+            return no_repo()
         body = await request.json()
-        stored = state.files.get(f"{kind}:{owner}/{name}", {})
+        if body.get("operation") != "upload" or "basic" not in body.get("transfers", ["basic"]):
+            return error(422, "only the basic upload transfer is offered here")
+        objects = []
+        for item in body["objects"]:
+            answer: dict[str, Any] = {"oid": item["oid"], "size": item["size"], "authenticated": True}
+            if item["oid"] not in state.lfs_objects:  # objects the Hub already holds need no upload
+                answer["actions"] = {
+                    "upload": {"href": f"{request.base_url}lfs-upload/{item['oid']}/{item['size']}"},
+                    "verify": {
+                        "href": f"{request.base_url}{kind}s/{owner}/{name}.git/info/lfs/objects/verify"
+                    },
+                }
+            objects.append(answer)
+        return JSONResponse({"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
+                            media_type="application/vnd.git-lfs+json")  # fmt: skip
 
-        def oid(path: str) -> str | None:  # git's blob sha1 of what the repo holds, as the Hub answers it
-            if path not in stored:
-                return None
-            import hashlib
+    @app.post("/{owner}/{name}.git/info/lfs/objects/batch")
+    async def lfs_batch_model(owner: str, name: str, request: Request):
+        return await lfs_batch("model", owner, name, request)
 
-            content = stored[path]
-            return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    @app.post("/{kind}s/{owner}/{name}.git/info/lfs/objects/batch")
+    async def lfs_batch_typed(kind: str, owner: str, name: str, request: Request):
+        return await lfs_batch(kind, owner, name, request)
 
-        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": oid(f["path"])}
-                 for f in body["files"]]  # fmt: skip
-        return {"files": files, "commitOid": "0" * 40}
+    @app.put("/lfs-upload/{sha256}/{size}")
+    async def lfs_upload(sha256: str, size: int, request: Request):
+        """The presigned storage URL: no token, but the bytes must be the object the batch was asked for."""
+        if (failure := injected("lfs-upload")) is not None:
+            return failure
+        content = await request.body()
+        if len(content) != size or hashlib.sha256(content).hexdigest() != sha256:
+            return Response(
+                "<Error><Code>BadDigest</Code></Error>", status_code=400, media_type="application/xml"
+            )
+        state.lfs_objects[sha256] = content
+        state.lfs_uploads.append(sha256)
+        return Response(status_code=200)
+
+    @app.post("/{kind}s/{owner}/{name}.git/info/lfs/objects/verify")
+    async def lfs_verify(kind: str, owner: str, name: str, request: Request):
+        allowed = writer(request, owner, "lfs verify")
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        body = await request.json()
+        content = state.lfs_objects.get(body["oid"])
+        if content is None or len(content) != body["size"]:
+            return error(404, f"Object {body['oid']} not found")
+        return {"oid": body["oid"], "size": body["size"]}
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")
     async def commit(kind: str, owner: str, name: str, revision: str, request: Request):
-        if not authorized(request):
-            return denied()
+        allowed = writer(request, owner, "commit")
+        if isinstance(allowed, JSONResponse):
+            return allowed
         if (failure := injected("commit")) is not None:
             return failure
         key = f"{kind}:{owner}/{name}"
         if key not in state.repos:
-            return JSONResponse(
-                {"error": "Repository not found"}, status_code=404, headers={"X-Error-Code": "RepoNotFound"}
-            )
-        stored = state.files.setdefault(key, {})
+            return no_repo()
+        changes: dict[str, bytes] = {}
+        lfs_paths: set[str] = set()
         for line in (await request.body()).splitlines():
             item = json.loads(line)
+            value = item["value"]
             if item["key"] == "file":
-                stored[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                if is_lfs(value["path"], 0, b""):  # the .gitattributes of the repo: a pointer is required
+                    path = value["path"]
+                    return error(
+                        400,
+                        f"Your push was rejected because it contains binary files: {path} goes through LFS",
+                    )
+                changes[value["path"]] = base64.b64decode(value["content"])
+            elif item["key"] == "lfsFile":
+                content = state.lfs_objects.get(value["oid"])
+                if value.get("algo") != "sha256" or content is None or len(content) != value["size"]:
+                    return error(422, f"LFS object {value['oid']} of {value['path']} was not uploaded")
+                changes[value["path"]] = content
+                lfs_paths.add(value["path"])
             elif item["key"] != "header":
                 state.unknown.append(f"commit op {item['key']}")
+        stored = state.files.setdefault(key, {})
+        stored.update(changes)
+        kept = state.lfs_files.setdefault(key, set())
+        kept.difference_update(changes)
+        kept.update(lfs_paths)
         state.commits.append(key)
         prefix = "" if kind == "model" else f"{kind}s/"
         return {
@@ -141,21 +315,34 @@ def create_hub_app(state: HubState):
     @app.get("/api/{kind}s/{owner}/{name}")
     async def info(kind: str, owner: str, name: str, request: Request, revision: str = "main"):
         key = f"{kind}:{owner}/{name}"
-        if not readable(key, request):
+        allowed = readable(key, request)
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if not allowed:
             return missing()
         files = state.files.get(key, {})
+        lfs = state.lfs_files.get(key, set())
+
+        def sibling(path: str) -> dict[str, Any]:
+            entry: dict[str, Any] = {"rfilename": path, "size": len(files[path])}
+            if path in lfs:
+                entry["lfs"] = {"sha256": hashlib.sha256(files[path]).hexdigest(), "size": len(files[path]),
+                                "pointerSize": 134}  # fmt: skip
+            return entry
+
         return {
             "id": f"{owner}/{name}",
             "sha": state.sha(key),
             "private": state.repos[key].get("visibility") == "private",
-            "siblings": [{"rfilename": path} for path in sorted(files)],
+            "siblings": [sibling(path) for path in sorted(files)],
         }
 
     async def resolve(kind: str, owner: str, name: str, path: str, request: Request):
-        from fastapi.responses import Response
-
         key = f"{kind}:{owner}/{name}"
-        if not readable(key, request):
+        allowed = readable(key, request)
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if not allowed:
             return missing()
         content = state.files.get(key, {}).get(path)
         if content is None:
@@ -163,14 +350,30 @@ def create_hub_app(state: HubState):
                 {"error": "Entry not found"}, status_code=404,
                 headers={"X-Error-Code": "EntryNotFound", "X-Repo-Commit": state.sha(key)},
             )  # fmt: skip
-        import hashlib
-
+        commit_sha = state.sha(key)
+        if path in state.lfs_files.get(key, set()):  # the Hub redirects LFS files to its CDN
+            sha256 = hashlib.sha256(content).hexdigest()
+            where = f"{request.base_url}cdn-lfs/{sha256}?download={quote(f'{key}/{path}', safe='')}"
+            headers = {"Location": where, "X-Repo-Commit": commit_sha, "X-Linked-Etag": f'"{sha256}"',
+                       "X-Linked-Size": str(len(content)), "ETag": f'"{hashlib.sha1(content).hexdigest()}"'}  # fmt: skip
+            return Response(status_code=302, headers=headers)
         if request.method == "GET":
             state.downloads.append(f"{key}/{path}")
-        headers = {"X-Repo-Commit": state.sha(key), "ETag": f'"{hashlib.sha1(content).hexdigest()}"',
+        headers = {"X-Repo-Commit": commit_sha, "ETag": f'"{hashlib.sha1(content).hexdigest()}"',
                    "Content-Length": str(len(content))}  # fmt: skip
         body = b"" if request.method == "HEAD" else content
         return Response(body, headers=headers, media_type="application/octet-stream")
+
+    @app.api_route("/cdn-lfs/{sha256}", methods=["GET", "HEAD"])
+    async def cdn(sha256: str, request: Request, download: str = ""):
+        content = state.lfs_objects.get(sha256)
+        if content is None:
+            return Response(status_code=404)
+        if request.method == "GET":
+            state.downloads.append(unquote(download))
+        body = b"" if request.method == "HEAD" else content
+        return Response(body, headers={"Content-Length": str(len(content)), "ETag": f'"{sha256}"'},
+                        media_type="application/octet-stream")  # fmt: skip
 
     @app.api_route("/spaces/{owner}/{name}/resolve/{revision}/{path:path}", methods=["GET", "HEAD"])
     async def resolve_space(owner: str, name: str, revision: str, path: str, request: Request):
@@ -186,16 +389,22 @@ def create_hub_app(state: HubState):
 
     @app.post("/api/spaces/{owner}/{name}/secrets")
     async def secret(owner: str, name: str, request: Request):
-        if not authorized(request):
-            return denied()
+        allowed = writer(request, owner, "secrets")
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if f"space:{owner}/{name}" not in state.repos:
+            return no_repo()
         body = await request.json()
         state.secrets.setdefault(f"{owner}/{name}", {})[body["key"]] = body["value"]
         return {}
 
     @app.post("/api/spaces/{owner}/{name}/hardware")
     async def hardware(owner: str, name: str, request: Request):
-        if not authorized(request):
-            return denied()
+        allowed = writer(request, owner, "hardware")
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if f"space:{owner}/{name}" not in state.repos:
+            return no_repo()
         flavor = (await request.json())["flavor"]
         state.hardware[f"{owner}/{name}"] = flavor
         return {
@@ -214,12 +423,17 @@ def create_hub_app(state: HubState):
 
 
 class HubDouble:
-    """Run the double with uvicorn on 127.0.0.1 in a background thread."""
+    """Run the double with uvicorn on 127.0.0.1 in a background thread.
 
-    def __init__(self, token: str, port: int) -> None:
+    ``tokens`` maps each token the Hub knows to its :class:`HubToken`; a single string is a write token
+    of :data:`TESTER` (user ``tester``, member of org ``acme``).
+    """
+
+    def __init__(self, tokens: str | Mapping[str, HubToken], port: int) -> None:
         import uvicorn
 
-        self.state = HubState(token=token)
+        known = {tokens: TESTER} if isinstance(tokens, str) else dict(tokens)
+        self.state = HubState(tokens=known)
         config = uvicorn.Config(create_hub_app(self.state), host="127.0.0.1", port=port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.url = f"http://127.0.0.1:{port}"

@@ -1,0 +1,65 @@
+"""`gym deploy` against a Hub that checks who may write where, and takes weights only through LFS."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import free_port
+from tests.hub.hub_double import TESTER, HubDouble, HubToken
+from tests.hub.test_deploy import gym, lora_dir  # noqa: F401 - the module's trained adapter fixture
+
+WRITE = "hf_" + "W" * 34
+READ = "hf_" + "R" * 34
+OUTSIDER = "hf_" + "O" * 34  # a write token of a user who is not a member of acme
+
+CONFIG = """\
+[project]
+name = "tiny-lora"
+output_dir = "output/tiny-lora"
+
+[model]
+name_or_path = "builtin:tiny"
+
+[[datasets]]
+path = "data/train.jsonl"
+format = "alpaca"
+
+[hub]
+repo_id = "acme/tiny-lora"
+"""
+
+
+@pytest.mark.slow
+def test_push_needs_a_write_token_of_the_namespace_and_sends_weights_through_lfs(
+    lora_dir: Path,  # noqa: F811
+    cache_root: Path,
+) -> None:
+    folder = lora_dir.parents[1]
+    (folder / "data").mkdir(exist_ok=True)
+    (folder / "data" / "train.jsonl").write_text('{"instruction": "hi", "output": "hello"}\n')
+    config = folder / "gym-model-only.toml"
+    config.write_text(CONFIG)
+    tokens = {WRITE: TESTER, READ: dataclasses.replace(TESTER, role="read"), OUTSIDER: HubToken("outsider")}
+    with HubDouble(tokens, free_port()) as hub:
+        for token in (READ, OUTSIDER):
+            refused = gym(["deploy", str(config)], cache_root, folder, HF_ENDPOINT=hub.url, HF_TOKEN=token)
+            assert refused.returncode == 1, refused.stdout
+            assert refused.stderr.splitlines() == [
+                f"error: the token in $HF_TOKEN may not write to acme/tiny-lora (403 forbidden): use a token with "
+                f"write access to its owner; the run's outputs stay in {lora_dir}; retry with `gym deploy`"
+            ]
+            assert token not in refused.stdout + refused.stderr
+        assert hub.state.repos == {} and hub.state.commits == [] and hub.state.lfs_uploads == []
+        assert hub.state.refused == ["create acme: read token", "create acme: not its namespace"]
+
+        done = gym(["deploy", str(config)], cache_root, folder, HF_ENDPOINT=hub.url, HF_TOKEN=WRITE)
+        assert done.returncode == 0, done.stdout + done.stderr
+        weights = (lora_dir / "adapter_model.safetensors").read_bytes()
+        assert hub.state.lfs_uploads == [hashlib.sha256(weights).hexdigest()]
+        assert hub.state.lfs_files["model:acme/tiny-lora"] == {"adapter_model.safetensors"}
+        assert hub.state.files["model:acme/tiny-lora"]["adapter_model.safetensors"] == weights
+        assert hub.state.bad_auth == 0 and hub.state.unknown == []

@@ -1,0 +1,112 @@
+"""The Hub double refuses what the Hub refuses, driven by huggingface_hub as Gym drives it.
+
+Binary files go through the LFS batch API and come back byte for byte; a token writes only where its
+user may (its own namespace and its orgs), a read token writes nothing, an unknown token is a 401.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import free_port
+from tests.hub.hub_double import TESTER, HubDouble
+
+WRITE = "hf_" + "w" * 34
+READ = "hf_" + "r" * 34
+
+
+@pytest.fixture
+def hub():
+    tokens = {WRITE: TESTER, READ: dataclasses.replace(TESTER, role="read")}
+    with HubDouble(tokens, free_port()) as double:
+        yield double
+
+
+def _api(hub: HubDouble, token: str | None):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub.url, token=token)
+
+
+def test_binary_files_go_through_lfs_and_download_byte_for_byte(hub: HubDouble, tmp_path: Path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    weights = os.urandom(4096) + b"\0"
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    api = _api(hub, WRITE)
+    api.create_repo("acme/m", private=True)
+    api.upload_folder(repo_id="acme/m", folder_path=folder)
+    sha256 = hashlib.sha256(weights).hexdigest()
+    assert hub.state.lfs_uploads == [sha256]  # the weights through the batch API and a PUT, nothing else
+    assert hub.state.lfs_files["model:acme/m"] == {"model.safetensors"}
+    got = hf_hub_download(
+        "acme/m", "model.safetensors", endpoint=hub.url, token=READ, cache_dir=tmp_path / "c"
+    )
+    assert Path(got).read_bytes() == weights
+    assert "model:acme/m/model.safetensors" in hub.state.downloads
+
+    (folder / "config.json").write_text('{"model_type": "qwen2"}')
+    api.upload_folder(repo_id="acme/m", folder_path=folder)  # same weights: the Hub has the object already
+    assert hub.state.lfs_uploads == [sha256] and hub.state.commits.count("model:acme/m") == 2
+
+
+def test_a_commit_must_match_an_uploaded_object(hub: HubDouble) -> None:
+    """What the old double accepted: weights inline as a regular file, or an LFS pointer to nothing."""
+    import httpx
+
+    _api(hub, WRITE).create_repo("acme/m")
+    url, auth = f"{hub.url}/api/models/acme/m/commit/main", {"authorization": f"Bearer {WRITE}"}
+    header = json.dumps({"key": "header", "value": {"summary": "up", "description": ""}})
+    inline = json.dumps(
+        {"key": "file", "value": {"path": "model.safetensors", "content": "AAAA", "encoding": "base64"}}
+    )
+    pointer = json.dumps({"key": "lfsFile", "value": {"path": "model.safetensors", "algo": "sha256",
+                                                      "oid": "ab" * 32, "size": 3}})  # fmt: skip
+    for line, status in ((inline, 400), (pointer, 422)):
+        answer = httpx.post(url, content=f"{header}\n{line}\n", headers=auth)
+        assert answer.status_code == status, answer.text
+    assert hub.state.commits == [] and hub.state.files.get("model:acme/m", {}) == {}
+
+
+def test_tokens_write_only_where_their_user_may(hub: HubDouble, tmp_path: Path) -> None:
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    assert _api(hub, WRITE).whoami()["name"] == "tester"
+    with pytest.raises(HfHubHTTPError) as unknown:
+        _api(hub, "hf_" + "x" * 34).whoami()
+    assert unknown.value.response.status_code == 401 and hub.state.bad_auth == 1
+
+    with pytest.raises(HfHubHTTPError) as elsewhere:
+        _api(hub, WRITE).create_repo("someone-else/m")
+    assert elsewhere.value.response.status_code == 403
+    assert 'You don\'t have the rights to create a model under the namespace "someone-else"' in str(
+        elsewhere.value
+    )
+
+    with pytest.raises(HfHubHTTPError) as read_create:
+        _api(hub, READ).create_repo("acme/r")
+    assert read_create.value.response.status_code == 403 and "model:acme/r" not in hub.state.repos
+
+    _api(hub, WRITE).create_repo("acme/m", private=True)
+    (tmp_path / "README.md").write_text("# m\n")
+    with pytest.raises(HfHubHTTPError) as read_write:
+        _api(hub, READ).upload_file(
+            path_or_fileobj=tmp_path / "README.md", path_in_repo="README.md", repo_id="acme/m"
+        )
+    assert read_write.value.response.status_code == 403 and hub.state.commits == []
+    assert hub.state.refused[-1] == "preupload acme: read token"
+
+    assert (
+        _api(hub, READ).model_info("acme/m").id == "acme/m"
+    )  # a read token reads its namespace's private repo
+    with pytest.raises(RepositoryNotFoundError):
+        _api(hub, None).model_info("acme/m")  # without a token a private repo does not exist
