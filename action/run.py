@@ -28,12 +28,16 @@ LOCAL_STAGES = ["train", "eval", "card", "deploy"]
 
 def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, workspace: Path) -> PlanView:
     """The plan a reviewer sees; raises :class:`gym.launch.task.LaunchError` when it cannot launch."""
+    from gym.hub.space import space_token_of
     from gym.launch.task import build_plan, secret_specs
 
+    space_token = space_token_of(config.hub, config.space)
+    space_notes = [f"the Space gets {space_token}"] if space_token else []
     if not cloud:
         publishes = config.hub is not None or config.space is not None
         stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]
-        return PlanView(target="runner", stages=stages, secrets=[s.name for s in secret_specs(config)])
+        secrets = [s.name for s in secret_specs(config)]
+        return PlanView(target="runner", stages=stages, secrets=secrets, notes=space_notes)
     plan = build_plan(config, path, flags, cwd=workspace)
     resources = plan.task.get("resources", {})
     accelerators = [resources["accelerators"]] if "accelerators" in resources else []
@@ -75,7 +79,7 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
         num_nodes=num_nodes,
         infra=resources.get("infra"),
         secrets=names,
-        notes=plan.notes,
+        notes=[*plan.notes, *space_notes],
         task_yaml=task_yaml,
     )
 

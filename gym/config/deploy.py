@@ -175,9 +175,15 @@ class SpaceConfig(Section):
     hf_token_env: EnvVarName | None = Field(
         default=None,
         description="Environment variable holding a read-only Hub token that deploy sets as the Space's "
-        "HF_TOKEN secret, so the Space can download a private model. Default: the push token "
-        "(hub.token_env) when the model is private.",
+        "HF_TOKEN secret, so the Space can download a private model. A private model (hub.private) needs "
+        "this or space.reuse_push_token = true.",
         examples=["HF_READ_TOKEN"],
+    )
+    reuse_push_token: bool = Field(
+        default=False,
+        description="Give the Space the push token (hub.token_env) as its HF_TOKEN secret instead of a read "
+        "token. That token can write to every repository of its account, and the Space holds it; prefer "
+        "space.hf_token_env.",
     )
 
     @field_validator("hardware")
@@ -191,3 +197,21 @@ class SpaceConfig(Section):
                 f"{did_you_mean(value, SPACE_HARDWARE)}"
             )
         return value
+
+
+def space_token_issues(hub: HubConfig | None, space: SpaceConfig | None) -> list[tuple[tuple[str, ...], str]]:
+    """A private model's Space must be given a token on purpose: a read token, or the push token by opt-in."""
+    if space is None:
+        return []
+    if space.hf_token_env and space.reuse_push_token:
+        return [(("space", "reuse_push_token"), "set space.hf_token_env (a read token) or space.reuse_push_token "
+                 "= true (the push token), not both")]  # fmt: skip
+    if hub is not None and space.hf_token_env == hub.token_env:
+        return [(("space", "hf_token_env"), f"space.hf_token_env names the push token ${hub.token_env} "
+                 "(hub.token_env), which can write to the whole account: name a variable holding a read token, "
+                 "or set space.reuse_push_token = true to give the Space the push token on purpose")]  # fmt: skip
+    if hub is not None and hub.private and not space.hf_token_env and not space.reuse_push_token:
+        return [(("space", "hf_token_env"), f"the model {hub.repo_id} is private, so its Space needs a token to "
+                 "read it: set space.hf_token_env to the variable holding a read token, or space.reuse_push_token "
+                 f"= true to give the Space the push token ${hub.token_env}, which can write to the whole account")]  # fmt: skip
+    return []

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from gym.config.base import Section, fail
-from gym.config.deploy import ComputeConfig, EvalConfig, HubConfig, SpaceConfig
+from gym.config.deploy import ComputeConfig, EvalConfig, HubConfig, SpaceConfig, space_token_issues
 from gym.config.sections import DatasetConfig, ModelConfig, ProjectConfig
 from gym.config.training import TrainConfig
 
@@ -226,6 +226,7 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"the vLLM backend needs GPU hardware; space.hardware is {space.hardware!r}",
             )
         )
+    issues += space_token_issues(config.hub, space)
     return issues
 
 

@@ -2,9 +2,10 @@
 update its Space.
 
 The model goes up as *one* commit holding exactly :func:`gym.hub.payload.model_files` (never
-checkpoints or optimizer states). A private model's Space gets a read token as its ``HF_TOKEN``
-secret (``space.hf_token_env``, else the push token) so it can download the model, and the API key
-(``space.api_key_env``) that gates both its OpenAI routes and its chat.
+checkpoints or optimizer states). A private model's Space gets a token as its ``HF_TOKEN`` secret so
+it can download the model: the read token named by ``space.hf_token_env``, or the push token only when
+``space.reuse_push_token`` says so (never by default: it writes to the whole account). It also gets
+the API key (``space.api_key_env``) that gates both its OpenAI routes and its chat.
 
 The token is taken from ``--hf_token`` or the environment variable ``hub.token_env`` and handed only
 to :class:`huggingface_hub.HfApi`. It is never printed, written or put in an exception: every Hub
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gym.hub.payload import describe_push_error, has_weights, is_training_free, model_files
-from gym.hub.space import SpaceSettings, render_space
+from gym.hub.space import SpaceSettings, describe_space_token, render_space
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
@@ -54,6 +55,12 @@ class DeployPlan:
     training_free: bool = False
 
     @property
+    def space_token_text(self) -> str:
+        """Which token the Space gets as HF_TOKEN, by the variable's name (never its value)."""
+        push_token = self.space_token_env is not None and self.space_token_env == self.token_env
+        return describe_space_token(self.space_token_env, push_token=push_token)
+
+    @property
     def is_adapter(self) -> bool:
         return (self.model_dir / "adapter_config.json").is_file()
 
@@ -71,9 +78,7 @@ class DeployPlan:
                 f"hardware {self.space.hardware}, secret ${self.space.api_key_env}"
                 f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API and chat open'})"
             )
-            if self.space_token_env:
-                source = "--hf_token" if self.space_token_env == "--hf_token" else f"${self.space_token_env}"
-                out.append(f"space  HF_TOKEN secret from {source} (reads the private model)")
+            out.append(f"space  {self.space_token_text}")
         out.append(f"token  {'from --hf_token' if self.token and self.token_env == '--hf_token' else '$' + self.token_env}"
                    f"{'' if self.token else ' (not set)'}")  # fmt: skip
         return out
@@ -88,6 +93,8 @@ def plan_deploy(
     push_to_hub: bool = False,
     token_flag: str | None = None,
     dry_run: bool = False,
+    space_token_env: str | None = None,
+    reuse_push_token: bool = False,
 ) -> DeployPlan:
     """Work out what to push where, from gym.toml and/or the flags, without touching the network."""
     config = None
@@ -106,7 +113,8 @@ def plan_deploy(
         )
     return plan_from_config(
         config, model_path=model_path, repo_id=repo_id, space_id=space_id, push_to_hub=push_to_hub,
-        token_flag=token_flag, dry_run=dry_run,
+        token_flag=token_flag, dry_run=dry_run, space_token_env=space_token_env,
+        reuse_push_token=reuse_push_token,
     )  # fmt: skip
 
 
@@ -119,8 +127,14 @@ def plan_from_config(
     push_to_hub: bool = False,
     token_flag: str | None = None,
     dry_run: bool = False,
+    space_token_env: str | None = None,
+    reuse_push_token: bool = False,
 ) -> DeployPlan:
-    """The deploy plan of a loaded config (what `gym launch` calls at the end of a run)."""
+    """The deploy plan of a loaded config (what `gym launch` calls at the end of a run).
+
+    ``space_token_env`` and ``reuse_push_token`` are the command line's space.hf_token_env and
+    space.reuse_push_token, for a model pushed without a gym.toml (they win over the file's).
+    """
     hub, space_cfg = (config.hub, config.space) if config else (None, None)
     model_dir = (model_path or (config.output_path if config else None) or Path()).resolve()
     if not model_dir.is_dir():
@@ -151,9 +165,22 @@ def plan_from_config(
     )  # fmt: skip
     if config is not None and space_cfg is None and space_id is None:
         space = None  # a gym.toml without [space] asks for no Space; the bare command line gets one
-    space_token_env = space_cfg.hf_token_env if space_cfg else None
-    if space_token_env is None and private and space is not None:
-        space_token_env = "--hf_token" if token_flag else token_env
+    if space_token_env is not None:
+        _check_variable_name(space_token_env)
+    push_source = "--hf_token" if token_flag else token_env
+    reuse = reuse_push_token or (space_cfg is not None and space_cfg.reuse_push_token and not space_token_env)
+    read_env = space_token_env or (space_cfg.hf_token_env if space_cfg else None)
+    space_token_env = push_source if reuse else read_env
+    if space is not None and private and space_token_env is None:
+        shown = push_source if token_flag else f"${push_source}"
+        raise DeployError(
+            f"the model {repo} is private, so its Space needs a token to read it: set space.hf_token_env "
+            "(or --space-hf-token-env) to the variable holding a read token, or space.reuse_push_token = true "
+            f"(or --reuse-push-token) to give the Space the push token ({shown}), "
+            "which can write to the whole account"
+        )
+    if space is None:
+        space_token_env = None
     return DeployPlan(
         model_dir=model_dir, model_repo=repo, push=hub.push if hub else "adapter",
         model_private=private, space=space,
@@ -161,6 +188,18 @@ def plan_from_config(
         token=token, token_env="--hf_token" if token_flag else token_env,
         space_token_env=space_token_env, training_free=training_free,
     )  # fmt: skip
+
+
+def _check_variable_name(name: str) -> None:
+    """--space-hf-token-env takes a variable's name; a pasted token is refused without being echoed."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from gym.config.base import EnvVarName
+
+    try:
+        TypeAdapter(EnvVarName).validate_python(name)
+    except ValidationError as error:
+        raise DeployError(f"--space-hf-token-env: {error.errors()[0]['msg']}") from None
 
 
 def _whoami(token: str | None) -> str:

@@ -12,6 +12,10 @@ import string
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gym.config.deploy import HubConfig, SpaceConfig
 
 
 def _template_dir() -> Path:
@@ -44,6 +48,28 @@ class SpaceSettings:
     @property
     def host(self) -> str:
         return self.space_repo.lower().replace("/", "-").replace(".", "-").replace("_", "-") + ".hf.space"
+
+
+def describe_space_token(token_env: str | None, *, push_token: bool) -> str:
+    """Which token a Space gets as its HF_TOKEN secret, by the variable's name (never its value)."""
+    if token_env is None:
+        return "no HF_TOKEN secret (the model is public)"
+    source = token_env if token_env.startswith("--") else f"${token_env}"
+    if push_token:
+        return (
+            f"HF_TOKEN secret from {source}: the push token, which can write to the whole account "
+            "(space.reuse_push_token)"
+        )
+    return f"HF_TOKEN secret from {source}: a read token (space.hf_token_env)"
+
+
+def space_token_of(hub: HubConfig | None, space: SpaceConfig | None) -> str:
+    """What the config's Space will get as HF_TOKEN ('' when the config publishes no Space)."""
+    if hub is None or space is None:
+        return ""
+    if space.reuse_push_token:
+        return describe_space_token(hub.token_env, push_token=True)
+    return describe_space_token(space.hf_token_env, push_token=False)
 
 
 def _versions() -> tuple[str, str]:

@@ -12,7 +12,13 @@ from tests.api.conftest import REPO, SERVE_MAIN, free_port, server_env
 from tests.hub.hub_double import HubDouble
 
 TOKEN = "hf_TestTokenNeverPrinted0123456789"
+READ = "hf_ReadOnlyTokenAlsoSecret24680"
 SECRET = "sk-space-secret-value-42"
+READ_TOKEN_LINE = "space  HF_TOKEN secret from $HF_READ_TOKEN: a read token (space.hf_token_env)"
+PUSH_TOKEN_LINE = (
+    "space  HF_TOKEN secret from {source}: the push token, which can write to the whole account "
+    "(space.reuse_push_token)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,9 @@ PUSHED = {
 }  # fmt: skip
 
 
-def write_config(folder: Path, hub_push: str = "adapter") -> Path:
+def write_config(
+    folder: Path, hub_push: str = "adapter", space_token: str = 'hf_token_env = "HF_READ_TOKEN"'
+) -> Path:
     (folder / "data").mkdir(exist_ok=True)
     (folder / "data" / "train.jsonl").write_text('{"instruction": "hi", "output": "hello"}\n')
     path = folder / "gym.toml"
@@ -78,13 +86,15 @@ push = "{hub_push}"
 [space]
 repo_id = "acme/tiny-lora-chat"
 hardware = "t4-small"
+{space_token}
 """)
     return path
 
 
 def gym(args: list[str], cache_root: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SERVE_MAIN), *args], cwd=cwd, env=server_env(cache_root, HF_HUB_OFFLINE="0", **env),
+        [sys.executable, str(SERVE_MAIN), *args], cwd=cwd,
+        env=server_env(cache_root, HF_HUB_OFFLINE="0", COLUMNS="400", **env),
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
 
@@ -100,7 +110,7 @@ def assert_no_secret(state, done: subprocess.CompletedProcess, *secrets: str) ->
 def test_deploy_from_gym_toml(lora_dir: Path, cache_root: Path) -> None:
     config = write_config(lora_dir.parents[1])
     with HubDouble(TOKEN, free_port()) as hub:
-        env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN, "GYM_API_KEY": SECRET}
+        env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN, "GYM_API_KEY": SECRET, "HF_READ_TOKEN": READ}
         done = gym(["deploy", str(config)], cache_root, REPO, **env)
         assert done.returncode == 0, done.stdout + done.stderr
         state = hub.state
@@ -120,11 +130,11 @@ def test_deploy_from_gym_toml(lora_dir: Path, cache_root: Path) -> None:
         for line in ("sdk: gradio", "sdk_version:", "app_file: app.py", "python_version:", "  - acme/tiny-lora",
                      "suggested_hardware: t4-small", "tags:"):  # fmt: skip
             assert line in header
-        # the model is private: the Space gets a token to read it (here the push token: no space.hf_token_env)
-        assert state.secrets == {"acme/tiny-lora-chat": {"GYM_API_KEY": SECRET, "HF_TOKEN": TOKEN}}
-        assert "HF_TOKEN secret from $HF_TOKEN" in done.stdout
+        # the model is private: the Space gets the read token named by space.hf_token_env, not the push token
+        assert state.secrets == {"acme/tiny-lora-chat": {"GYM_API_KEY": SECRET, "HF_TOKEN": READ}}
+        assert READ_TOKEN_LINE in done.stdout.splitlines()
         assert state.hardware == {"acme/tiny-lora-chat": "t4-small"}
-        assert_no_secret(state, done, TOKEN, SECRET)
+        assert_no_secret(state, done, TOKEN, SECRET, READ)
 
         # again: the repos exist (409 from create_repo is fine) and the files are updated
         again = gym(["deploy", str(config)], cache_root, REPO, **env)
@@ -143,19 +153,32 @@ def test_deploy_from_gym_toml(lora_dir: Path, cache_root: Path) -> None:
 @pytest.mark.slow
 def test_seed_command_line_and_merged_push(lora_dir: Path, cache_root: Path, tmp_path: Path) -> None:
     with HubDouble(TOKEN, free_port()) as hub:
-        args = ["deploy", "--model_path", str(lora_dir), "--hf_token", TOKEN, "--push_to_hub"]
+        args = [
+            "deploy",
+            "--model_path",
+            str(lora_dir),
+            "--hf_token",
+            TOKEN,
+            "--push_to_hub",
+            "--reuse-push-token",
+        ]
         done = gym(args, cache_root, tmp_path, HF_ENDPOINT=hub.url)
         assert done.returncode == 0, done.stdout + done.stderr
         assert (
             "model:tester/tiny-lora" in hub.state.repos and "space:tester/tiny-lora-chat" in hub.state.repos
         )
         assert hub.state.hardware == {"tester/tiny-lora-chat": "cpu-basic"}
+        # opted in on the command line: the private model's Space holds the push token, and the plan said so
+        assert hub.state.secrets["tester/tiny-lora-chat"] == {"HF_TOKEN": TOKEN}
+        assert PUSH_TOKEN_LINE.format(source="--hf_token") in done.stdout.splitlines()
         assert_no_secret(hub.state, done, TOKEN)
     config = write_config(tmp_path, hub_push="merged")
     (tmp_path / "output").mkdir()
     (tmp_path / "output" / "tiny-lora").symlink_to(lora_dir)
     with HubDouble(TOKEN, free_port()) as hub:
-        done = gym(["deploy", str(config)], cache_root, REPO, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+        done = gym(
+            ["deploy", str(config)], cache_root, REPO, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN, HF_READ_TOKEN=READ
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         files = hub.state.files["model:acme/tiny-lora"]
         assert "model.safetensors" in files and "adapter_config.json" not in files and "README.md" in files
@@ -166,10 +189,12 @@ def test_dry_run_renders_without_network(tmp_path: Path, cache_root: Path) -> No
     model.mkdir()
     (model / "config.json").write_text("{}")
     space = tmp_path / "space"
-    done = gym(["deploy", "--model_path", str(model), "--dry-run", "--space-dir", str(space), "--repo-id", "me/m"],
-               cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN=TOKEN)  # fmt: skip
+    done = gym(["deploy", "--model_path", str(model), "--dry-run", "--space-dir", str(space), "--repo-id", "me/m",
+                "--space-hf-token-env", "HF_READ_TOKEN"], cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9",
+               HF_TOKEN=TOKEN)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "dry run: nothing was sent" in done.stdout and "me/m-chat" in done.stdout
+    assert READ_TOKEN_LINE in done.stdout.splitlines()
     assert TOKEN not in done.stdout + done.stderr
     assert (space / "app.py").is_file() and (space / "gym" / "api" / "batching.py").is_file()
     assert "sdk: gradio" in (space / "README.md").read_text()
@@ -181,7 +206,7 @@ def test_push_failures_keep_outputs_and_retry(lora_dir: Path, cache_root: Path) 
     config = write_config(lora_dir.parents[1])
     before = sorted(str(p.relative_to(lora_dir)) for p in lora_dir.rglob("*"))
     with HubDouble(TOKEN, free_port()) as hub:
-        env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN, "GYM_API_KEY": SECRET}
+        env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN, "GYM_API_KEY": SECRET, "HF_READ_TOKEN": READ}
         for status, phrase in ((403, "may not write to acme/tiny-lora (403 forbidden)"),
                                (503, "the Hub failed while pushing acme/tiny-lora (HTTP 503")):  # fmt: skip
             hub.state.fail["commit"] = [status] * 10  # huggingface_hub retries 5xx on its own
@@ -195,7 +220,103 @@ def test_push_failures_keep_outputs_and_retry(lora_dir: Path, cache_root: Path) 
         assert done.returncode == 0, done.stdout + done.stderr
         assert hub.state.commits.count("model:acme/tiny-lora") == 1
     unreachable = gym(["deploy", str(config)], cache_root, REPO, HF_ENDPOINT=f"http://127.0.0.1:{free_port()}",
-                      HF_TOKEN=TOKEN, HF_HUB_ETAG_TIMEOUT="2")  # fmt: skip
+                      HF_TOKEN=TOKEN, HF_READ_TOKEN=READ, HF_HUB_ETAG_TIMEOUT="2")  # fmt: skip
     assert unreachable.returncode == 1 and "cannot reach the Hub" in unreachable.stderr, unreachable.stderr
     assert TOKEN not in unreachable.stdout + unreachable.stderr
     assert sorted(str(p.relative_to(lora_dir)) for p in lora_dir.rglob("*")) == before
+
+
+def gym_command(args: list[str], cache_root: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """`python -m gym ...` as a user runs it, in a terminal wide enough that no line is wrapped."""
+    return subprocess.run(
+        [sys.executable, "-m", "gym", *args], cwd=cwd, env=server_env(cache_root, COLUMNS="400", **env),
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+REFUSED = (
+    "space.hf_token_env: the model acme/tiny-lora is private, so its Space needs a token to read it: set "
+    "space.hf_token_env to the variable holding a read token, or space.reuse_push_token = true to give the "
+    "Space the push token $HF_TOKEN, which can write to the whole account"
+)
+
+
+def test_private_model_space_without_a_token_choice_is_refused(tmp_path: Path, cache_root: Path) -> None:
+    """No silent write token: validation and deploy name both ways out, at the [space] table, in one sentence."""
+    config = write_config(tmp_path, space_token="")
+    text = config.read_text()
+    header = text.splitlines().index("[space]") + 1
+    for args in (["validate", str(config)], ["deploy", str(config), "--dry-run"]):
+        done = gym_command(args, cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN=TOKEN)
+        assert done.returncode == 1, done.stdout
+        problems = [line for line in (done.stdout + done.stderr).splitlines() if "space." in line]
+        assert problems == [problems[0]] and problems[0].endswith(f"gym.toml:{header}:1: {REFUSED}"), problems
+        assert "Traceback" not in done.stderr and TOKEN not in done.stdout + done.stderr
+    assert config.read_text() == text  # nothing rewritten
+
+
+def test_reused_push_token_is_an_explicit_choice_shown_in_the_plan(tmp_path: Path, cache_root: Path) -> None:
+    (tmp_path / "output" / "tiny-lora").mkdir(parents=True)
+    (tmp_path / "output" / "tiny-lora" / "config.json").write_text("{}")
+    config = write_config(tmp_path, space_token="reuse_push_token = true")
+    done = gym_command(["deploy", str(config), "--dry-run"], cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9",
+               HF_TOKEN=TOKEN)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert PUSH_TOKEN_LINE.format(source="$HF_TOKEN") in done.stdout.splitlines()
+    assert TOKEN not in done.stdout + done.stderr
+    both = write_config(tmp_path, space_token='hf_token_env = "HF_READ_TOKEN"\nreuse_push_token = true')
+    refused = gym_command(["validate", str(both)], cache_root, tmp_path)
+    assert (
+        refused.returncode == 1
+        and (
+            "space.reuse_push_token: set space.hf_token_env (a read token) or space.reuse_push_token = true "
+            "(the push token), not both"
+        )
+        in refused.stdout + refused.stderr
+    )
+    same = write_config(tmp_path, space_token='hf_token_env = "HF_TOKEN"')
+    refused = gym_command(["validate", str(same)], cache_root, tmp_path)
+    assert (
+        refused.returncode == 1
+        and "space.hf_token_env names the push token $HF_TOKEN (hub.token_env)"
+        in (refused.stdout + refused.stderr)
+    )
+
+
+def test_bare_command_line_asks_which_token_the_space_gets(tmp_path: Path, cache_root: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    base = ["deploy", "--model_path", str(model), "--dry-run", "--repo-id", "me/m"]
+    refused = gym_command(base, cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN=TOKEN)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: the model me/m is private, so its Space needs a token to read it: set space.hf_token_env "
+        "(or --space-hf-token-env) to the variable holding a read token, or space.reuse_push_token = true "
+        "(or --reuse-push-token) to give the Space the push token ($HF_TOKEN), which can write to the whole "
+        "account"
+    ], refused.stderr
+    pasted = gym(
+        [*base, "--space-hf-token-env", READ], cache_root, tmp_path, HF_ENDPOINT="http://127.0.0.1:9"
+    )
+    assert pasted.returncode == 1 and "looks like a secret token" in pasted.stderr
+    assert READ not in pasted.stdout + pasted.stderr
+
+
+def test_action_plan_names_the_space_token(tmp_path: Path) -> None:
+    """The pull request's plan says which variable's token the Space will hold, never its value."""
+    from action.outcome import ConfigOutcome
+    from action.render import render
+    from action.run import plan_view
+    from gym.config import load_config
+
+    for space_token, expected in (
+        ('hf_token_env = "HF_READ_TOKEN"', "the Space gets HF_TOKEN secret from $HF_READ_TOKEN: a read token (space.hf_token_env)"),
+        ("reuse_push_token = true", "the Space gets HF_TOKEN secret from $HF_TOKEN: the push token, which can "
+         "write to the whole account (space.reuse_push_token)"),
+    ):  # fmt: skip
+        config = load_config(write_config(tmp_path, space_token=space_token))
+        plan = plan_view(config, tmp_path / "gym.toml", [], cloud=False, workspace=tmp_path)
+        assert [note for note in plan.notes if note.startswith("the Space gets")] == [expected]
+        body = render(ConfigOutcome(path="gym.toml", mode="plan", reason="changed", plan=plan))
+        assert expected.replace("$", "") in body.replace("\\", "").replace("$", "")

@@ -86,6 +86,7 @@ def test_secrets_are_named_never_valued(load, monkeypatch: pytest.MonkeyPatch) -
 
         [space]
         repo_id = "me/demo-chat"
+        reuse_push_token = true
         """
     )
     env = {"MY_HF_TOKEN": "hf_token_value_123", "WANDB_API_KEY": "wandb_value_456",
