@@ -17,7 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gym import __version__
+
 DEFAULT_MASTER_PORT = "29500"
+# What a node installs: the release of this very version (the release workflow publishes it to PyPI).
+PIP_SPEC = f"zoo-gym[train,eval]=={__version__}"
 
 # Installs Gym once per machine: from the synced folder when it is Gym's own checkout, else from PyPI.
 SETUP = """\
@@ -90,7 +94,7 @@ TRAIN: dict[str, Any] = {
     "envs": {
         "GYM_CONFIG": "gym.toml",
         "GYM_FLAGS": "",
-        "GYM_PIP_SPEC": "zoo-gym[train,eval]",
+        "GYM_PIP_SPEC": PIP_SPEC,
         "GYM_MASTER_PORT": DEFAULT_MASTER_PORT,
         "GYM_EMIT_RESULTS": "1",
     },
@@ -102,7 +106,7 @@ EVAL: dict[str, Any] = {
     "name": "gym-eval",
     "workdir": ".",
     "resources": {"accelerators": "A100:1", "disk_size": 256},
-    "envs": {"GYM_CONFIG": "gym.toml", "GYM_FLAGS": "", "GYM_PIP_SPEC": "zoo-gym[train,eval]"},
+    "envs": {"GYM_CONFIG": "gym.toml", "GYM_FLAGS": "", "GYM_PIP_SPEC": PIP_SPEC},
     "setup": SETUP,
     "run": EVAL_RUN,
 }

