@@ -83,6 +83,12 @@ class GitHubAPI:
     def write_sticky(self, number: int, sticky: Sticky, body: str) -> StickyResult:
         return write_sticky(self._pull(number), sticky, body)
 
+    def set_status(self, sha: str, context: str, state: str, description: str, target_url: str = "") -> None:
+        """A commit status (``gym / <config>``) that branch protection can require."""
+        self.repo.get_commit(sha).create_status(
+            state=state, target_url=target_url, description=description[:140], context=context
+        )
+
     def latest_label_event(self, number: int, label: str) -> Approval | None:
         """Who applied ``label`` last (the latest ``labeled`` issue event) and their role now.
 

@@ -11,7 +11,6 @@ else in the action reads a secret.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +42,11 @@ Launcher = Callable[[LaunchRequest], LaunchOutcome]
 
 
 def _results(config: GymConfig) -> dict | None:
-    from gym.eval.report import RESULTS_FILE
+    """eval_results.json with the promotion gates' outcome (``"gates"``) when the run had gates."""
+    from gym.launch.results import run_results
 
-    path = config.output_path / RESULTS_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return run_results(config.output_path)
     except (OSError, ValueError):
         return None
 
@@ -98,9 +97,15 @@ def _report_target(request: LaunchRequest):
 
 def launch_here(request: LaunchRequest) -> LaunchOutcome:
     """train → eval → card → push + Space on this runner; the eval table is ready when it returns."""
+    from gym.eval.gates import GatesFailed
     from gym.launch.local import run_local
 
-    outcomes = run_local(request.config, echo=request.echo)
+    try:
+        outcomes = run_local(request.config, echo=request.echo)
+    except GatesFailed as failed:  # evaluated, not pushed: the comment and the status show why
+        return LaunchOutcome(
+            detail=f"ran on this runner; not promoted: {failed}", results=_results(request.config)
+        )
     done = ", ".join(f"{name} {o.status}" for name, o in outcomes.items())
     return LaunchOutcome(detail=f"ran on this runner: {done}", results=_results(request.config))
 

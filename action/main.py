@@ -173,6 +173,27 @@ def _impostor_line(sticky: Sticky, own: str) -> str:
     )
 
 
+def _gate_status(context: Context, api: GitHubAPI, redactor: Redactor, outcome: ConfigOutcome) -> None:
+    """A run with promotion gates sets the commit status ``gym / <config>``: success only when every gate holds."""
+    from action.report import STATUS_CONTEXT, gate_status
+
+    status = gate_status(outcome.launch.results if outcome.launch is not None else None)
+    sha = _head_sha(context)
+    if status is None or not sha:
+        return
+    from github import GithubException
+
+    state, description = status
+    try:
+        api.set_status(
+            sha, STATUS_CONTEXT.format(config=outcome.path), state, redactor(description), context.run_url
+        )
+    except GithubException as error:
+        print(annotation("warning", f"could not set the commit status (HTTP {error.status})"))
+        return
+    print(f"{outcome.path}: commit status {state}: {redactor(description)}")
+
+
 def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: JobControl) -> int:
     context = Context.from_env(env)
     token = env.get(TOKEN_ENV, "")
@@ -266,6 +287,8 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
         urls.append(url)
         bodies.append(body)
 
+    for _, _, outcome in done:
+        _gate_status(context, api, redactor, outcome)
     outcomes = [outcome for _, _, outcome in done]
     write_summary(context.summary_file, bodies, redactor)
     results = [o.as_json(url) for o, url in zip(outcomes, urls, strict=True)]

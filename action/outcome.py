@@ -53,8 +53,15 @@ class ConfigOutcome:
     job: RunState | None = None  # the job the comment describes (this run's launch, or the previous one)
 
     @property
+    def gates(self) -> dict[str, Any] | None:
+        """The promotion gates' outcome (gym/eval/gates.py's GateReport as JSON) when the run had gates."""
+        gates = (self.launch.results or {}).get("gates") if self.launch is not None else None
+        return gates if isinstance(gates, dict) else None
+
+    @property
     def ok(self) -> bool:
-        return not self.issues and not self.error
+        gates_failed = self.gates is not None and self.gates.get("passed") is False
+        return not self.issues and not self.error and not gates_failed
 
     def as_json(self, comment_url: str = "") -> dict[str, Any]:
         return {

@@ -41,6 +41,8 @@ def _status(outcome: ConfigOutcome, sha: str = "") -> str:
         return f"❌ {count} problem{'s' if count != 1 else ''} in the config"
     if outcome.error:
         return "❌ " + ("launch failed" if outcome.mode == "launch" else "cannot be planned")
+    if outcome.gates is not None and outcome.gates.get("passed") is False:
+        return "❌ promotion gates failed: not pushed"
     if outcome.launch is not None:
         return "🚀 launched" + (" and evaluated" if outcome.launch.results else "")
     job = outcome.job
@@ -100,17 +102,29 @@ def _results(outcome: ConfigOutcome) -> str:
         from gym.eval.report import EvalReport, training_data_markdown
         from gym.hub.card import results_table_markdown
 
-        report = EvalReport.from_dict(launch.results)
+        report = EvalReport.from_dict({k: v for k, v in launch.results.items() if k != "gates"})
         base = f" (base {code(report.base_model)} → tuned)" if report.base_model else ""
         data = training_data_markdown(report.training_data)
         lines.append(
             f"#### Evaluation{base}\n\n{results_table_markdown(report)}" + (f"\n{data}" if data else "")
         )
+        if outcome.gates is not None:
+            lines.append(_gates(outcome.gates))
     elif outcome.ok:
         lines.append(
             "Evaluation results are not available yet: the job writes them to the model card when it finishes."
         )
     return "\n\n".join(lines) + "\n"
+
+
+def _gates(data: dict) -> str:
+    """The promotion gates: champion → this run → Δ, pass/fail per rule, and the model it would replace."""
+    from gym.eval.gates import GateReport, gates_table_markdown
+
+    gates = GateReport.from_dict(data)
+    champion = gates.champion
+    against = f" · champion {code(champion['repo'])} at {code(champion['sha'][:12])}" if champion else ""
+    return f"#### Promotion gates{against}\n\n{md_text(gates.summary())}\n\n{gates_table_markdown(gates)}"
 
 
 @dataclass

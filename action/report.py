@@ -183,6 +183,9 @@ def report_finished(
         _safely(echo, "update the pull request comment", lambda: reporter.comment(body), reporter.token) or ""
     )
     state, summary = ("failure", error) if error else ("success", _summary(results))
+    gated = gate_status(results)
+    if gated is not None:
+        state, summary = gated
     _safely(echo, "set the commit status", lambda: reporter.status(state, summary), reporter.token)
     if url:
         echo(f"reported to {url}")
@@ -199,6 +202,17 @@ def _ended_job(existing: str, *, failed: bool) -> Any:
         state.state = "failed" if failed else "finished"
         state.ended = True
     return state
+
+
+def gate_status(results: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``(state, description)`` of the commit status when the run had promotion gates, else None."""
+    gates = (results or {}).get("gates")
+    if not isinstance(gates, dict):
+        return None
+    from gym.eval.gates import GateReport
+
+    report = GateReport.from_dict(gates)
+    return ("success" if report.passed else "failure"), "gates: " + report.summary()
 
 
 def _summary(results: dict[str, Any] | None) -> str:

@@ -145,6 +145,23 @@ def _evaluation_notes(report: EvalReport) -> str:
     return "; ".join(parts) + "." + baseline + "\n"
 
 
+def _promotion_section(folder: Path) -> str:
+    """The promotion gates this model passed (or was forced past) and the model it replaced."""
+    from gym.eval.gates import GateReport, gates_table_markdown
+
+    gates = GateReport.read(folder)
+    if gates is None:
+        return ""
+    if gates.champion:
+        repo, sha = gates.champion["repo"], gates.champion["sha"]
+        lead = f"Replaced the model {md_code(repo)} held at commit {md_code(sha)}."
+    else:
+        lead = f"No model to replace: {md_code(gates.repo or 'the repository')} held none when this run was gated."
+    if gates.forced:
+        lead += f" **Forced:** pushed with `gym deploy --force` although gates failed ({md_text(gates.summary())})."
+    return f"\n## Promotion\n\n{lead}\n\n{gates_table_markdown(gates)}"
+
+
 def build_card(
     report: EvalReport,
     config: GymConfig | None = None,
@@ -197,6 +214,7 @@ def build_card(
         + results_table_markdown(report)
         + "\n"
         + _evaluation_notes(report)
+        + _promotion_section(folder)
         + "\n## Training\n\n"
         + _training_section(train)
         + "\n## Reproduce\n\n```bash\ngym train gym.toml\ngym eval gym.toml\n```\n"

@@ -1,4 +1,4 @@
-"""`gym launch` on this machine: train → eval → card → deploy, each stage skipped when done.
+"""`gym launch` on this machine: train → eval → gates → card → deploy, each stage skipped when done.
 
 The deploy stage pushes the model and creates or updates its Space when gym.toml has ``[hub]``
 (otherwise it only renders the Space folder). Under torchrun (several processes) every rank trains;
@@ -99,6 +99,18 @@ def stage_eval(config: GymConfig, echo: Callable[[str], None] = print) -> StageO
     return StageOutcome("done", scores or "no scores", {"eval_results": str(path)})
 
 
+def stage_gates(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
+    """``[eval.gates]`` checked before the card and the push; a failed gate stops the run here."""
+    from gym.hub.promotion import check_gates
+
+    result = check_gates(config, config.output_path, echo=echo)
+    if result is None:
+        return StageOutcome("skipped", "no eval.gates rules")
+    return StageOutcome(
+        "done", result.summary(), {"gate_results": str(config.output_path / "gate_results.json")}
+    )
+
+
 def stage_card(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
     from gym.eval.report import EvalReport
     from gym.hub.card import write_card
@@ -167,10 +179,11 @@ def check_push_token(config: GymConfig) -> None:
 STAGES: list[tuple[str, Stage]] = [
     ("train", stage_train),
     ("eval", stage_eval),
+    ("gates", stage_gates),
     ("card", stage_card),
     ("deploy", stage_deploy),
 ]
-RANK_ZERO_ONLY = {"eval", "card", "deploy"}
+RANK_ZERO_ONLY = {"eval", "gates", "card", "deploy"}
 
 
 def run_local(
@@ -193,11 +206,18 @@ def run_local(
     try:
         outcomes = _run_stages(config, force=force, echo=echo, main=main)
     except Exception as error:
+        from gym.eval.gates import GatesFailed
+        from gym.launch.results import emit_results, run_results
+
+        gated = isinstance(error, GatesFailed)  # the scores and the failed gates still go back
+        if gated:
+            emit_results(config.output_path, echo)
         if reporting:
             from action.report import report_finished
             from gym.failures import first_line
 
-            report_finished(job=job, results=None, error=first_line(error), echo=echo)
+            results = run_results(config.output_path) if gated else None
+            report_finished(job=job, results=results, error=first_line(error), echo=echo)
         raise
     if not main:
         return outcomes
@@ -207,10 +227,9 @@ def run_local(
     emit_results(folder, echo)  # a cloud run's results travel back through its log
     if reporting:
         from action.report import report_finished
+        from gym.launch.results import run_results
 
-        results = folder / "eval_results.json"
-        data = json.loads(results.read_text(encoding="utf-8")) if results.is_file() else None
-        report_finished(job=job, results=data, echo=echo)
+        report_finished(job=job, results=run_results(folder), echo=echo)
     return outcomes
 
 

@@ -18,12 +18,24 @@ MARKER = "gym-eval-results: "
 ENV = "GYM_EMIT_RESULTS"
 
 
-def emit_results(folder: Path, echo: Callable[[str], None] = print) -> bool:
-    """Print the folder's eval_results.json as one marked line when ``GYM_EMIT_RESULTS=1``."""
+def run_results(folder: Path) -> dict[str, Any] | None:
+    """eval_results.json, with the promotion gates' outcome under ``"gates"`` when the run had gates."""
     path = folder / "eval_results.json"
-    if os.environ.get(ENV) != "1" or not path.is_file():
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    gates = folder / "gate_results.json"
+    if gates.is_file():
+        data["gates"] = json.loads(gates.read_text(encoding="utf-8"))
+    return data
+
+
+def emit_results(folder: Path, echo: Callable[[str], None] = print) -> bool:
+    """Print the folder's results (see :func:`run_results`) as one marked line when ``GYM_EMIT_RESULTS=1``."""
+    data = run_results(folder) if os.environ.get(ENV) == "1" else None
+    if data is None:
         return False
-    echo(MARKER + json.dumps(json.loads(path.read_text(encoding="utf-8")), separators=(",", ":")))
+    echo(MARKER + json.dumps(data, separators=(",", ":")))
     return True
 
 
