@@ -9,8 +9,8 @@ URLs that answer one byte a second. So every fetch here:
   a network holding the address;
 * connects to the very address it checked (no second lookup a rebinding DNS could answer differently);
 * follows redirects itself, checking every hop the same way, and only to http(s);
-* has one deadline for the whole fetch, redirects included: a watchdog shuts the socket when it passes,
-  however slowly the bytes drip;
+* has one deadline for the whole fetch, DNS lookups and redirects included: a watchdog shuts the socket
+  when it passes, however slowly the bytes drip;
 * reads at most :data:`REMOTE_IMAGE_MAX_BYTES`.
 
 The URL is never repeated in an error (signed URLs carry credentials), nor the address it resolved to.
@@ -26,6 +26,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -105,7 +106,28 @@ def fetch_image_bytes(url: str, where: str, policy: FetchPolicy) -> bytes:
     raise FetchRefused(f"{where}: the image URL redirected more than {MAX_REDIRECTS} times")
 
 
-def _target(url: str, where: str, policy: FetchPolicy) -> tuple[str, int, IPAddress, str, str]:
+def _resolve(host: str, port: int, where: str, policy: FetchPolicy, deadline: float) -> list[IPAddress]:
+    """The host's addresses, looked up within the fetch's deadline (a slow DNS server counts too)."""
+    lookup = _DNS_POOL.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = lookup.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        raise FetchRefused(_late(where, policy)) from None
+    except (socket.gaierror, UnicodeError):
+        raise FetchRefused(f"{where}: the image URL's host could not be resolved") from None
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+
+
+def _late(where: str, policy: FetchPolicy) -> str:
+    return f"{where}: fetching the image took longer than {policy.timeout_s:g} s, this server's limit"
+
+
+_DNS_POOL = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="gym-image-dns")
+
+
+def _target(
+    url: str, where: str, policy: FetchPolicy, deadline: float
+) -> tuple[str, int, IPAddress, str, str]:
     """Scheme, port, the checked address to connect to, the Host header and the request target."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
@@ -119,11 +141,7 @@ def _target(url: str, where: str, policy: FetchPolicy) -> tuple[str, int, IPAddr
     host = parts.hostname or ""
     if not host:
         raise FetchRefused(f"{where}: the image URL has no host")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        raise FetchRefused(f"{where}: the image URL's host could not be resolved") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    addresses = _resolve(host, port, where, policy, deadline)
     for address in addresses:  # every answer is checked: one public, one private is still refused
         reason = refusal(address)
         if reason is not None and not policy.allows(host, address):
@@ -137,8 +155,8 @@ def _target(url: str, where: str, policy: FetchPolicy) -> tuple[str, int, IPAddr
 
 def _get(url: str, where: str, policy: FetchPolicy, deadline: float) -> tuple[str | None, bytes]:
     """One GET: ``(location, b"")`` for a redirect, ``(None, body)`` for the image."""
-    scheme, port, address, host_header, target = _target(url, where, policy)
-    late = f"{where}: fetching the image took longer than {policy.timeout_s:g} s, this server's limit"
+    scheme, port, address, host_header, target = _target(url, where, policy, deadline)
+    late = _late(where, policy)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise FetchRefused(late)
