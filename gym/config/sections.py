@@ -19,10 +19,18 @@ NAMED_TEMPLATES = (
     "qwen3",
     "qwen2.5",
     "llama3",
+    "llama3.1",
+    "llama3.2",
+    "llama3.3",
     "llama2",
     "mistral",
+    "mistral-v0.3",
+    "mistral-v0.2",
+    "mistral-v0.1",
+    "mistral-legacy",
     "gemma",
     "phi3",
+    "phi3.5",
     "zephyr",
     "vicuna",
     "alpaca",
@@ -146,7 +154,7 @@ class ModelConfig(Section):
 
         raise fail(
             f"expected 'auto', a template name ({', '.join(NAMED_TEMPLATES)}) or a path to a .jinja file, "
-            f"got {value!r}{did_you_mean(value, NAMED_TEMPLATES)}"
+            f"got {value!r}{did_you_mean(value, NAMED_TEMPLATES, 3)}"
         )
 
 

@@ -55,7 +55,7 @@ IGNORED = {
 }
 TEMPLATES = {
     "chatml": "chatml", "llama3": "llama3", "llama2": "llama2", "qwen_25": "qwen2.5", "qwen3": "qwen3",
-    "gemma": "gemma", "phi_3": "phi3", "mistral_v1": "mistral", "zephyr": "zephyr", "vicuna": "vicuna",
+    "gemma": "gemma", "phi_3": "phi3", "mistral_v1": "mistral-v0.2", "zephyr": "zephyr", "vicuna": "vicuna",
     "alpaca": "alpaca", "tokenizer_default": "auto",
 }  # fmt: skip
 SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant"}

@@ -23,6 +23,7 @@ generation header and the whitespace separating the turn from the next one do no
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Any
 
@@ -35,19 +36,35 @@ _PROBE = "GYM_PROBE_ANSWER_7F3A"
 
 
 def probe_end_of_turn(tokenizer: Any, template: str | None, **template_kwargs: Any) -> str:
-    """What a template writes right after an assistant answer, minus the separator whitespace.
+    """What a template writes right after an assistant answer to close the turn, minus the separator whitespace.
 
-    Found by rendering a one-exchange probe conversation, so it works for unknown templates; falls
-    back to the tokenizer's EOS when the probe cannot be rendered.
+    Found by rendering a probe conversation, so it works for unknown templates; falls back to the
+    tokenizer's EOS when the probe cannot be rendered. Text that only the last message gets (phi3
+    writes EOS after the whole conversation) is no part of a turn's end: what follows the answer is
+    cut to what also follows it when a user turn comes next.
     """
     probe = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": _PROBE}]
     try:
         text = render_chat(tokenizer, probe, template, **template_kwargs)
     except Exception:
         text = ""
-    if _PROBE in text:
-        return text[text.rindex(_PROBE) + len(_PROBE) :].rstrip()
-    return getattr(tokenizer, "eos_token", None) or ""
+    if _PROBE not in text:
+        return getattr(tokenizer, "eos_token", None) or ""
+    tail = text[text.rindex(_PROBE) + len(_PROBE) :]
+    following = _safe_render(
+        tokenizer, [*probe, {"role": "user", "content": "Hi"}], template, **template_kwargs
+    )
+    if following is not None and _PROBE in following:
+        shared = os.path.commonprefix([tail, following[following.index(_PROBE) + len(_PROBE) :]])
+        if shared != tail:
+            tail = _whole_tags(shared)
+    return tail.rstrip()
+
+
+def _whole_tags(text: str) -> str:
+    """``text`` cut after its last tag end or whitespace: ``'<|end|>\\n<|'`` -> ``'<|end|>\\n'``."""
+    cuts = [k + 1 for k, char in enumerate(text) if char in ">]" or char.isspace()]
+    return text[: cuts[-1]] if cuts else ""
 
 
 def _safe_render(
@@ -150,6 +167,11 @@ def _prefix_spans(
             start, end = max(cursor, len(prompt)), len(upto)
             turn = text[start:end]
             end = start + (turn.rindex(eot) + len(eot) if eot and eot in turn else len(turn.rstrip()))
+        elif prompt is not None and text.startswith(prompt) and len(prompt) >= cursor and eot:
+            # the answer starts after the generation prompt, but the conversation up to it is no prefix
+            # (phi3 ends every conversation with EOS): its end is the first end-of-turn after its content
+            start = len(prompt)
+            end = _search_turn(text, start, message, "", eot, i)[1]
         else:
             base = render(i)
             if base is not None and text.startswith(base):
@@ -189,7 +211,7 @@ def _search_turn(
 
     The turn starts after the last (longest) piece of the generation header before its content, so a
     thinking block the full text keeps stays in the span; with no content (a tool-call-only turn) it
-    starts after the next header. It ends after the first end-of-turn that follows its content.
+    starts after the next header; with no header, at its content and the spaces written before it. It ends after the first end-of-turn that follows its content.
     """
     content = (message.get("content") or "").strip()
     found = text.find(content, cursor) if content else -1
@@ -200,6 +222,8 @@ def _search_turn(
     start = _after_header(text, header, cursor, found if content else None) if header else None
     if start is None:
         start = found if content else cursor
+        while content and start > cursor and text[start - 1] == " ":
+            start -= 1  # the space a template writes before the answer (mistral's "[/INST] answer")
     after = found + len(content) if content else start
     stop = text.find(eot, after) if eot else -1
     if stop < 0:

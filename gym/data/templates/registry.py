@@ -2,13 +2,13 @@
 
 ``model.template`` in gym.toml names one of these (or a .jinja file, or ``auto`` for the tokenizer's
 own). Each template's Jinja lives in ``jinja/NAME.jinja`` beside this module, so it is readable,
-diffable and shipped as package data; the test suite renders every one against the models' own
-templates (``../shared/fixtures/chat_templates``) and requires byte-identical text.
-
-Provenance: the chatml, llama3, llama2, mistral, gemma, phi3, zephyr, vicuna and alpaca formats follow
-chujiezheng/chat_templates (MIT); qwen2.5 and qwen3 follow Qwen's own templates (Apache-2.0).
-Templates that close a turn with the tokenizer's EOS write ``eos_token`` rather than a literal
-``</s>``, so a model trained with them learns to emit the token that ``generate`` stops on.
+diffable and shipped as package data. A template named after a model is that model's own
+``chat_template`` (from its ``tokenizer_config.json``) with ``{% generation %}`` markers added around
+what carries loss: it renders the same text, byte for byte, with the model's special tokens (the test
+suite checks every one against the official templates), so a model is trained on the format it is
+served with. docs/templates.md says which name fits which model version, and the one extension
+(gemma accepts a system message). chatml, vicuna and alpaca are generic formats (after
+chujiezheng/chat_templates, MIT); they write ``eos_token`` where a turn ends.
 
 Only the standard library is imported here: ``gym validate`` may import the registry without
 paying for transformers.
@@ -84,12 +84,15 @@ def get_template(name: str) -> ChatTemplate:
         return TEMPLATES[name]
     except KeyError:
         raise ValueError(
-            f"unknown chat template {name!r}{did_you_mean(name, TEMPLATES)}; "
+            f"unknown chat template {name!r}{did_you_mean(name, TEMPLATES, 3)}; "
             f"known templates: {', '.join(TEMPLATES)} (or 'auto', or a path to a .jinja file)"
         ) from None
 
 
 _EOS = {"end_of_turn": "</s>", "end_of_turn_is_eos": True}
+_LLAMA3 = {"end_of_turn": "<|eot_id|>", "stop_strings": ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>")}
+_MISTRAL_V3 = "mistral-v0.3.jinja"
+_MISTRAL_V1 = "mistral-v0.2.jinja"
 
 register_template(
     "chatml",
@@ -109,23 +112,66 @@ register_template(
     description="Qwen2.5-Instruct: ChatML with Qwen's default system prompt and tools",
 )
 register_template(
-    "llama3",
-    end_of_turn="<|eot_id|>",
-    stop_strings=("<|eot_id|>", "<|end_of_text|>"),
-    description="Llama-3/3.1-Instruct: <|start_header_id|>role<|end_header_id|> ... <|eot_id|>",
+    "llama3", **_LLAMA3, description="Llama-3-Instruct (the original 3.0 format, no dated header)"
+)
+register_template(
+    "llama3.1", **_LLAMA3, description="Llama-3.1/3.3-Instruct: dated system header, tools (date_string)"
+)
+register_template(
+    "llama3.2",
+    **_LLAMA3,
+    description="Llama-3.2-Instruct: dated system header (today, or date_string), tools",
+)
+register_template(
+    "llama3.3",
+    **_LLAMA3,
+    jinja=read_jinja("llama3.1.jinja"),
+    description="Llama-3.3-Instruct: the llama3.1 template",
 )
 register_template(
     "llama2", **_EOS, description="Llama-2-chat: <s>[INST] <<SYS>>...<</SYS>> ... [/INST] answer </s>"
 )
-register_template("mistral", **_EOS, description="Mistral-instruct: [INST] ... [/INST] answer</s>")
 register_template(
-    "gemma", end_of_turn="<end_of_turn>", description="Gemma-it: <start_of_turn>user|model ... <end_of_turn>"
+    "mistral",
+    **_EOS,
+    jinja=read_jinja(_MISTRAL_V3),
+    description="Mistral-7B-Instruct-v0.3 (the mistral-v0.3 template): [INST] x[/INST] answer</s>, tools",
+)
+register_template(
+    "mistral-v0.3", **_EOS, description="Mistral-7B-Instruct-v0.3: [INST] x[/INST] answer</s>, tools"
+)
+register_template(
+    "mistral-v0.2",
+    **_EOS,
+    description="Mistral-7B-Instruct-v0.1/v0.2, Mixtral-8x7B-Instruct: <s> [INST] x [/INST] answer</s>",
+)
+register_template(
+    "mistral-v0.1",
+    **_EOS,
+    jinja=read_jinja(_MISTRAL_V1),
+    description="Mistral-7B-Instruct-v0.1: the mistral-v0.2 template",
+)
+register_template(
+    "mistral-legacy",
+    **_EOS,
+    description="Mistral v0.2/Mixtral's first template (Dec 2023): [INST] x [/INST]answer</s>, no system",
+)
+register_template(
+    "gemma",
+    end_of_turn="<end_of_turn>",
+    description="Gemma 2 instruct: <bos><start_of_turn>user|model ... <end_of_turn> (system folded into the first user turn)",
 )
 register_template(
     "phi3",
     end_of_turn="<|end|>",
     stop_strings=("<|end|>", "<|endoftext|>"),
-    description="Phi-3-instruct: <|role|>\\n...<|end|>",
+    description="Phi-3-instruct: <|role|>\\n...<|end|>, EOS after the last turn",
+)
+register_template(
+    "phi3.5",
+    end_of_turn="<|end|>",
+    stop_strings=("<|end|>", "<|endoftext|>"),
+    description="Phi-3.5-mini-instruct: phi3 without an empty system turn",
 )
 register_template("zephyr", **_EOS, description="Zephyr: <|role|>\\n...</s>")
 register_template(

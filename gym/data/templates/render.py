@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gym.data.templates.registry import TEMPLATES, get_template
-from gym.data.templates.trusted import is_trusted, render_trusted
+from gym.data.templates.trusted import is_trusted, render_trusted, syntax_error
 
 AUTO = "auto"
 # transformers' {% generation %} tracker keeps what it records on the compiled template, so two threads
@@ -24,7 +24,11 @@ _TRANSFORMERS_RENDER = threading.Lock()
 
 
 def template_source(name_or_path: str, base_dir: str | Path | None = None) -> str:
-    """The Jinja text of a registered name or of a ``.jinja``/``.j2`` file (relative to ``base_dir``)."""
+    """The Jinja text of a registered name or of a ``.jinja``/``.j2`` file (relative to ``base_dir``).
+
+    A file is parsed here, so a syntax error is one sentence naming its line before any row is rendered
+    (otherwise every row would fail to render, each with the same message).
+    """
     if name_or_path in TEMPLATES:
         return TEMPLATES[name_or_path].jinja
     path = Path(name_or_path).expanduser()
@@ -33,7 +37,12 @@ def template_source(name_or_path: str, base_dir: str | Path | None = None) -> st
     if name_or_path.endswith((".jinja", ".j2")) or path.is_file():
         if not path.is_file():
             raise FileNotFoundError(f"chat template file not found: {path}")
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
+        error = syntax_error(text)
+        if error is not None:
+            line, message = error
+            raise ValueError(f"chat template file {path} does not parse: line {line}: {message}")
+        return text
     get_template(name_or_path)  # raises the 'unknown chat template' error with suggestions
     raise AssertionError("unreachable")
 

@@ -75,10 +75,10 @@ def _environment_class() -> type:
     return DictFirstEnvironment
 
 
-@lru_cache(maxsize=32)
-def _compiled(template: str) -> Any:
+@lru_cache(maxsize=1)
+def _generation_extension() -> type:
     import jinja2
-    from jinja2.ext import Extension, loopcontrols
+    from jinja2.ext import Extension
 
     class Generation(Extension):
         """``{% generation %}`` ... ``{% endgeneration %}``: records each block's character span.
@@ -105,13 +105,37 @@ def _compiled(template: str) -> Any:
                 spans.append((start, start + len(text)))
             return text
 
+    return Generation
+
+
+def _environment() -> Any:
+    """A plain environment with transformers' settings, tags and helpers (one per compiled template)."""
+    from jinja2.ext import loopcontrols
+
     environment = _environment_class()(
-        trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols]
+        trim_blocks=True, lstrip_blocks=True, extensions=[_generation_extension(), loopcontrols]
     )
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
-    tracker = next(ext for ext in environment.extensions.values() if isinstance(ext, Generation))
+    return environment
+
+
+def syntax_error(template: str) -> tuple[int, str] | None:
+    """``(line, message)`` of the first Jinja syntax error in ``template`` as transformers parses it, else None."""
+    import jinja2
+
+    try:
+        _environment().parse(template)
+    except jinja2.TemplateSyntaxError as error:
+        return error.lineno, error.message or "syntax error"
+    return None
+
+
+@lru_cache(maxsize=32)
+def _compiled(template: str) -> Any:
+    environment = _environment()
+    tracker = next(ext for ext in environment.extensions.values() if isinstance(ext, _generation_extension()))
     return environment.from_string(template), tracker
 
 
