@@ -53,7 +53,11 @@ def serve(
         "(default: read from the chat template).",
     ),
     max_request_mb: float = typer.Option(
-        4.0, "--max-request-mb", help="Larger request bodies are refused with HTTP 413.", min=0.001
+        4.0,
+        "--max-request-mb",
+        min=0.001,
+        help="Larger request bodies are refused with HTTP 413 (so are more than 4,096 messages, 100,000 JSON "
+        "values or 64 levels of nesting, with a 400; docs/serving.md).",
     ),
     fetch_remote_images: bool = typer.Option(
         False,

@@ -2,7 +2,7 @@
 
 One real server (builtin:tiny-vl) allows only 127.0.0.2 through ``--allow-image-hosts``; a trap site on
 127.0.0.1 serves a real PNG and counts its visitors, so a refused URL that were fetched anyway would
-show up there. A drip site sends one byte every 0.1 s: the 2 s deadline is for the whole fetch, and six
+show up there. A drip site sends one byte every 0.1 s: the 3 s deadline is for the whole fetch, and six
 such fetches never delay a text request (they have a pool of their own)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from gym.api.remote_images import FETCH_WORKERS, MAX_REMOTE_IMAGES
 from tests.api.conftest import server_env, start_server, stop
 
 pytestmark = pytest.mark.slow
-DEADLINE_S = 2
-DRIP_BYTES = 80  # 8 s at 0.1 s a byte: four deadlines, so a per-read timeout would never fire
+DEADLINE_S = 3
+DRIP_BYTES = 80  # 8 s at 0.1 s a byte, past two deadlines; a per-read timeout would never fire
 
 
 def _png() -> bytes:
