@@ -43,7 +43,7 @@ def test_launch_runs_every_stage_then_skips_then_force_reruns(quickstart: Path) 
     assert list((out / ".eval_results").glob("*.yaml"))
     state = json.loads((out / "gym_state.json").read_text())
     assert {name: stage["status"] for name, stage in state["stages"].items()} == {
-        "train": "done", "eval": "done", "card": "done", "deploy": "skipped",
+        "train": "done", "eval": "done", "gates": "skipped", "card": "done", "deploy": "skipped",
     }  # fmt: skip
     results = json.loads((out / "eval_results.json").read_text())
     assert results["results"][0]["task"] == "gym_reverse" and results["base_model"]
