@@ -108,12 +108,14 @@ def logs(
         from gym.launch.cloud import cloud_logs
 
         code = cloud_logs(config, job_id=job_id, follow=follow)
+        if code:  # SkyPilot's exit code: 100 failed, 101 not ended, 102 not found, 103 cancelled
+            from gym.launch.cloud import logs_outcome
+
+            raise fail(logs_outcome(config, code, job_id), code)
     except LaunchError as error:
         raise fail(str(error)) from None
     except ImportError as error:
         raise fail(f"gym logs needs SkyPilot: pip install 'zoo-gym[cloud]' ({error.name})") from None
-    if code:
-        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

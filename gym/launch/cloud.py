@@ -150,6 +150,27 @@ def launch_cloud(
     return result
 
 
+# What each of SkyPilot's end states (other than SUCCEEDED) means for the run, for `gym status` and `gym logs`.
+END_STATES = {
+    "FAILED": "its run exited with an error on a node (the log shows where)",
+    "FAILED_SETUP": "its setup failed: installing Gym on the node did not work (the log shows pip's error)",
+    "FAILED_NO_RESOURCE": "it never started: no enabled cloud had the requested accelerators; add candidates "
+    "to compute.accelerators or change compute.infra",
+    "FAILED_PRECHECKS": "SkyPilot refused to start it (its checks of the task failed)",
+    "FAILED_CONTROLLER": "SkyPilot's jobs controller failed while running it",
+    "FAILED_DRIVER": "its driver process on the cluster failed",
+    "CANCELLED": "it was cancelled",
+}
+# SkyPilot's log exit codes (sky.exceptions.JobExitCode) that carry no end state of their own.
+NOT_FINISHED, NOT_FOUND = 101, 102
+
+
+def ended_sentence(job_id: Any, status: str) -> str | None:
+    """One sentence saying how the job ended, or None when it succeeded or has not ended."""
+    meaning = END_STATES.get(status)
+    return f"job {job_id} ended {status}: {meaning}" if meaning else None
+
+
 def _run_name(config: GymConfig) -> tuple[str, bool]:
     if config.compute is None:
         raise LaunchError("this gym.toml has no [compute] table, so it has no cloud run to look at")
@@ -184,6 +205,9 @@ def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
         if managed:
             line += f"\trecoveries: {_field(record, 'recovery_count') or 0}"
         echo(line)
+        sentence = ended_sentence(_field(record, "job_id"), str(status))
+        if sentence:
+            echo(f"  {sentence}")
     return records
 
 
@@ -216,6 +240,21 @@ def cloud_logs(config: GymConfig, *, job_id: int | None = None, follow: bool = T
         return sky.tail_logs(name, job_id, follow)
     except Exception as error:
         raise LaunchError(f"could not read the logs of {name}: {_one_line(error, {})}") from None
+
+
+def logs_outcome(config: GymConfig, code: int, job_id: int | None = None) -> str:
+    """The sentence for a non-zero exit code of `gym logs`: how the job ended, read from SkyPilot's queue."""
+    name, managed = _run_name(config)
+    if code == NOT_FOUND:
+        return f"no job found for {name}" + (f" with id {job_id}" if job_id is not None else "")
+    if code == NOT_FINISHED:
+        return f"the job of {name} has not ended yet; `gym logs` without --no-follow follows it to the end"
+    if job_id is None:
+        records = cloud_status(config, echo=lambda _: None)
+        job_id = max((_field(r, "job_id") for r in records), default=None)
+    found = job_status(name, int(job_id), managed=managed) if job_id is not None else None
+    sentence = ended_sentence(job_id, found[0]) if found else None
+    return sentence or f"the job of {name} did not succeed (SkyPilot exit code {code})"
 
 
 def cancel_job(name: str, job_id: int, *, managed: bool) -> None:

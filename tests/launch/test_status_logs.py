@@ -30,10 +30,12 @@ def test_status_lists_the_runs_managed_jobs_with_recoveries(project, sky_env, tm
         )
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()]
-    assert rows == [
-        ["1", "gym-demo", "FAILED", "recoveries:", "0"],
-        ["3", "gym-demo", "RUNNING", "recoveries:", "2"],
-    ]
+    assert rows[0] == ["1", "gym-demo", "FAILED", "recoveries:", "0"]
+    assert (
+        done.stdout.splitlines()[1]
+        == "  job 1 ended FAILED: its run exited with an error on a node (the log shows where)"
+    )
+    assert rows[2:] == [["3", "gym-demo", "RUNNING", "recoveries:", "2"]]
     queue = next(c for c in sky.calls if c["path"] == "/jobs/queue/v2")
     assert '"name_match": "gym-demo"' in queue["body"]
 
