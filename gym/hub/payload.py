@@ -76,6 +76,10 @@ def describe_push_error(error: BaseException, *, repo: str, token_env: str, fold
     """One sentence for a failed push (no token in it), saying the outputs are kept and how to retry."""
     status = getattr(getattr(error, "response", None), "status_code", None)
     retry = f"the run's outputs stay in {folder}; retry with `gym deploy`"
+    # huggingface_hub wraps a failed LFS object upload (weights go to the Hub's storage, not its API)
+    stored = getattr(getattr(error.__cause__, "response", None), "status_code", None)
+    if status is None and stored is not None:
+        return f"the Hub's file storage answered HTTP {stored} while uploading the weights of {repo}; {retry}"
     if status == 401:
         return f"the Hub refused the token in ${token_env} (401 unauthorized) while pushing {repo}; {retry}"
     if status == 403:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,15 @@ def test_push_needs_a_write_token_of_the_namespace_and_sends_weights_through_lfs
             assert token not in refused.stdout + refused.stderr
         assert hub.state.repos == {} and hub.state.commits == [] and hub.state.lfs_uploads == []
         assert hub.state.refused == ["create acme: read token", "create acme: not its namespace"]
+
+        hub.state.fail["lfs-upload"] = [403]  # the storage refuses the object (an expired presigned URL)
+        stored = gym(["deploy", str(config)], cache_root, folder, HF_ENDPOINT=hub.url, HF_TOKEN=WRITE)
+        assert stored.returncode == 1 and "Traceback" not in stored.stderr
+        assert re.findall(r"error: .*", stored.stderr) == [  # after the upload's progress bar
+            f"error: the Hub's file storage answered HTTP 403 while uploading the weights of acme/tiny-lora; "
+            f"the run's outputs stay in {lora_dir}; retry with `gym deploy`"
+        ]
+        assert hub.state.commits == []  # no commit points at weights that never arrived
 
         done = gym(["deploy", str(config)], cache_root, folder, HF_ENDPOINT=hub.url, HF_TOKEN=WRITE)
         assert done.returncode == 0, done.stdout + done.stderr
