@@ -137,12 +137,12 @@ def build_config(
             loc, _ = clean_loc(item["loc"])
             issues.append(issue(loc, sentence(item, GymConfig), at_key=item["type"] == "extra_forbidden"))
     if config is not None:
+        if config_path is not None:  # before the cross checks: some read files relative to gym.toml
+            config._source = config_path.resolve()
         issues.extend(issue(loc, message) for loc, message in cross_field_issues(config))
     if issues:
         raise ConfigError(issues)
     assert config is not None
-    if config_path is not None:
-        config._source = config_path.resolve()
     config._placeholders = {path: text for path, text in expansion.expanded.items() if path}
     return config
 
