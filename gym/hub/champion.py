@@ -14,8 +14,12 @@ from gym.eval.report import EvalReport
 ADVICE = "push this run with `gym deploy --force` to replace it, or remove the champion gates from eval.gates.rules"
 
 
-def read_champion(repo: str, token: str | None, token_env: str = "HF_TOKEN") -> Champion | None:
+def read_champion(
+    repo: str, token: str | None, token_env: str = "HF_TOKEN", *, endpoint: str | None = None
+) -> Champion | None:
     """The champion of ``repo``; None when the repository does not exist yet (a first deployment).
+
+    ``endpoint`` defaults to huggingface_hub's (``HF_ENDPOINT``).
 
     Raises :class:`GateError` (one sentence, no token) when it exists but its scores cannot be used.
     """
@@ -27,7 +31,7 @@ def read_champion(repo: str, token: str | None, token_env: str = "HF_TOKEN") -> 
     from huggingface_hub import HfApi, ModelCard, hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
-    api = HfApi(token=token)
+    api = HfApi(token=token, endpoint=endpoint)
     try:
         info = api.model_info(repo)
         if info.sha is None:
@@ -36,7 +40,8 @@ def read_champion(repo: str, token: str | None, token_env: str = "HF_TOKEN") -> 
         if "README.md" not in files:
             raise GateError(f"no champion to compare: {repo} has no model card with eval results; {ADVICE}")
         card = ModelCard.load(
-            hf_hub_download(repo, "README.md", revision=info.sha, token=token), ignore_metadata_errors=True
+            hf_hub_download(repo, "README.md", revision=info.sha, token=token, endpoint=endpoint),
+            ignore_metadata_errors=True,
         )
         scores = {
             (r.dataset_name or r.task_name, r.metric_type): r.metric_value
@@ -51,7 +56,9 @@ def read_champion(repo: str, token: str | None, token_env: str = "HF_TOKEN") -> 
                 f"the card of {repo} has scores but no eval_results.json with the settings they were measured with, "
                 f"so no gate can be compared fairly with it; {ADVICE}"
             )
-        report = EvalReport.read(hf_hub_download(repo, "eval_results.json", revision=info.sha, token=token))
+        report = EvalReport.read(
+            hf_hub_download(repo, "eval_results.json", revision=info.sha, token=token, endpoint=endpoint)
+        )
     except RepositoryNotFoundError:
         return None
     except GateError:
