@@ -36,6 +36,8 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
     if not cloud:
         publishes = config.hub is not None or config.space is not None
         stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]
+        if config.eval.gates.rules:  # checked between eval and the card; a failed gate stops the push
+            stages = [*stages[:2], "gates", *stages[2:]]
         secrets = [s.name for s in secret_specs(config)]
         return PlanView(target="runner", stages=stages, secrets=secrets, notes=space_notes)
     plan = build_plan(config, path, flags, cwd=workspace)
