@@ -87,10 +87,11 @@ def rows_for(name: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def builtin_folder(tmp_path_factory) -> Path:
+def builtin_folder() -> Path:
+    """The built-in tokenizer's folder, from the cache that ``builtin:tiny`` loads from (built once)."""
     from gym.model.builtin import ensure_builtin
 
-    return ensure_builtin("builtin:tiny", root=tmp_path_factory.mktemp("builtin"))
+    return ensure_builtin("builtin:tiny")
 
 
 @pytest.fixture(autouse=True)
