@@ -22,7 +22,7 @@ def served(tmp_path: Path, webui_env: dict[str, str]) -> Iterator[tuple[str, Pat
     stop_process(process)
 
 
-def test_config_train_chat_in_a_browser(served: tuple[str, Path], page) -> None:
+def test_config_train_chat_in_a_browser(served: tuple[str, Path], webui_env: dict[str, str], page) -> None:
     url, folder = served
     page.goto(url)
 
@@ -50,9 +50,35 @@ def test_config_train_chat_in_a_browser(served: tuple[str, Path], page) -> None:
     assert screenshot(page, "webui_train.png").stat().st_size > 20_000
 
     page.get_by_role("tab", name="Chat").click()
+    for label, value in (("temperature", "0"), ("max new tokens", "12")):
+        number = page.locator(f"input[type=number][aria-label='number input for {label}']")
+        number.fill(value)
+        number.press("Enter")
     page.locator("#chat-input textarea").fill("Reverse: a b")
     page.locator("#chat-send").click()
     page.locator("#chat-note").get_by_text("done").wait_for(timeout=120_000)
-    assert "Reverse: a b" in page.locator("#chat-tuned").inner_text()
-    assert "Reverse: a b" in page.locator("#chat-base").inner_text()
+    assert "Reverse: a b" in page.locator("#chat-tuned [data-testid='user']").last.inner_text()
+    tuned = page.locator("#chat-tuned [data-testid='bot']").last.inner_text()
+    base = page.locator("#chat-base [data-testid='bot']").last.inner_text()
     assert screenshot(page, "webui_chat.png").stat().st_size > 20_000
+    # the reference: `gym serve` of the same two models answering the same message at temperature 0
+    references = api_answer(folder / "outputs" / "run", webui_env), api_answer("builtin:tiny", webui_env)
+    assert (tuned, base) == references
+    assert "Reverse: a b" not in (tuned, base)
+
+
+def api_answer(model: str | Path, env: dict[str, str]) -> str:
+    """`gym serve MODEL`'s /v1/chat/completions answer to 'Reverse: a b' at temperature 0, 12 tokens."""
+    import openai
+
+    from tests.api.conftest import start_server, stop
+
+    url, process = start_server([str(model)], env)
+    try:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        (served,) = [m.id for m in client.models.list().data]
+        messages = [{"role": "user", "content": "Reverse: a b"}]
+        reply = client.chat.completions.create(model=served, messages=messages, max_tokens=12, temperature=0)
+        return reply.choices[0].message.content or ""
+    finally:
+        stop(process)
