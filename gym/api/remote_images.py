@@ -113,8 +113,10 @@ def _resolve(host: str, port: int, where: str, policy: FetchPolicy, deadline: fl
         infos = lookup.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
         raise FetchRefused(_late(where, policy)) from None
-    except (socket.gaierror, UnicodeError):
-        raise FetchRefused(f"{where}: the image URL's host could not be resolved") from None
+    except (OSError, UnicodeError):  # socket.gaierror is an OSError
+        infos = []
+    if not infos:
+        raise FetchRefused(f"{where}: the image URL's host could not be resolved")
     return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
 
 
@@ -161,24 +163,28 @@ def _get(url: str, where: str, policy: FetchPolicy, deadline: float) -> tuple[st
     if remaining <= 0:
         raise FetchRefused(late)
     expired = threading.Event()
-    raw: socket.socket | None = None
+    open_socket: list[socket.socket] = []  # the plain socket, then its TLS wrapper (which takes its fd)
 
     def cut() -> None:  # the total deadline: a recv that waits on a drip returns when the socket shuts
         expired.set()
-        if raw is not None:
+        for sock in open_socket[-1:]:
             with contextlib.suppress(OSError):
-                raw.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
 
     watchdog = threading.Timer(remaining, cut)
     watchdog.daemon = True
     watchdog.start()
     try:
-        raw = socket.create_connection((str(address), port), timeout=remaining)
+        open_socket.append(socket.create_connection((str(address), port), timeout=remaining))
         if expired.is_set():
             raise TimeoutError
-        sock = raw
         if scheme == "https":  # the certificate is checked against the URL's host, not the address
-            sock = ssl.create_default_context().wrap_socket(raw, server_hostname=urlsplit(url).hostname)
+            context = ssl.create_default_context()
+            hostname = urlsplit(url).hostname
+            open_socket.append(context.wrap_socket(open_socket[-1], server_hostname=hostname,
+                                                   do_handshake_on_connect=False))  # fmt: skip
+            open_socket[-1].do_handshake()  # after the watchdog can reach the wrapper: a stalled handshake
+        sock = open_socket[-1]
         connection = http.client.HTTPConnection(str(address), port, timeout=remaining)
         connection.sock = sock
         connection.request("GET", target, headers={"Host": host_header, "User-Agent": "gym-serve",
@@ -211,5 +217,5 @@ def _get(url: str, where: str, policy: FetchPolicy, deadline: float) -> tuple[st
         raise FetchRefused(f"{where}: the image URL could not be fetched ({reason})") from None
     finally:
         watchdog.cancel()
-        if raw is not None:
-            raw.close()
+        for sock in open_socket:
+            sock.close()

@@ -4,14 +4,18 @@ behaviour is in test_image_fetch_limits.py, test_hostile_bodies.py and test_spac
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import socket
+import threading
+import time
 
 import pytest
 
 from gym.api.accesslog import redact_query
 from gym.api.intake import MAX_DEPTH, MAX_INT_DIGITS, MAX_MESSAGES, MAX_VALUES, RequestRejected, parse_body
-from gym.api.remote_images import FetchPolicy, parse_allow_list, refusal
+from gym.api.remote_images import FetchPolicy, FetchRefused, fetch_image_bytes, parse_allow_list, refusal
 from gym.api.schemas import ChatCompletionRequest
 
 
@@ -106,3 +110,48 @@ def test_body_limits_start_exactly_where_documented() -> None:
 
     error = _refusal({**base, "stop": ["a"] * MAX_VALUES})
     assert error is not None and error.code == "request_too_complex"
+
+
+class _Stall(threading.Thread):
+    """A loopback listener that accepts and then sends ``drip`` one byte per 0.1 s (nothing: a stalled
+    TLS handshake), for at most ``seconds``, then hangs up by itself."""
+
+    def __init__(self, drip: bytes, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.drip, self.seconds = drip, seconds
+        self.start()
+
+    def run(self) -> None:
+        connection, _ = self.listener.accept()
+        connection.settimeout(0.1)
+        with connection, contextlib.suppress(OSError):
+            end = time.monotonic() + self.seconds
+            for byte in self.drip or b"\0" * int(self.seconds * 10):
+                if time.monotonic() > end:
+                    break
+                if self.drip:
+                    connection.sendall(bytes([byte]))
+                    time.sleep(0.1)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        if connection.recv(4096) == b"":  # the client hung up
+                            break
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    ("scheme", "drip"),
+    [("http", b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n" + b"X-Slow: " + b"a" * 200), ("https", b"")],
+    ids=["headers-drip", "tls-handshake-stall"],
+)
+def test_the_fetch_deadline_bounds_headers_and_the_tls_handshake(scheme: str, drip: bytes) -> None:
+    stall = _Stall(drip, seconds=8)
+    policy = FetchPolicy.build(["127.0.0.1"], timeout_s=1)
+    start = time.monotonic()
+    with pytest.raises(FetchRefused) as error:
+        fetch_image_bytes(f"{scheme}://127.0.0.1:{stall.listener.getsockname()[1]}/a.png", "part", policy)
+    elapsed = time.monotonic() - start
+    assert str(error.value) == "part: fetching the image took longer than 1 s, this server's limit"
+    assert elapsed < stall.seconds / 2, elapsed  # cut at the deadline, long before the stall ends
+    stall.join(timeout=stall.seconds + 5)
