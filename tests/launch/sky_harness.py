@@ -8,8 +8,9 @@ against the same server, with the GitHub side given by the ``GITHUB_*`` environm
 The server answers what SkyPilot's client (sky/client/sdk.py, sky/jobs/client/sdk.py,
 sky/server/common.py) sends for a launch: the health check with a compatible version, /validate, the
 upload-blob probe (the workdir counts as already uploaded), /launch and /jobs/launch with an
-X-Skypilot-Request-ID header, /jobs/cancel and /cancel (sky.jobs.cancel, sky.cancel), /jobs/queue/v2
-(the managed jobs listed as ``{"id": "STATUS"}`` in $SKY_HARNESS_JOBS), /api/stream and /api/get. Request results are encoded with SkyPilot's own
+X-Skypilot-Request-ID header, /jobs/cancel and /cancel (sky.jobs.cancel, sky.cancel: a listed job that
+has not ended is CANCELLED from then on, as SkyPilot's controller does it), /jobs/queue/v2 (the managed
+jobs listed as ``{"id": "STATUS"}`` in $SKY_HARNESS_JOBS), /api/stream and /api/get. Request results are encoded with SkyPilot's own
 server-side ``Request.encode`` so the client decodes exactly what a real server would send. Nothing is
 ever contacted but this server.
 """
@@ -30,6 +31,7 @@ JOB_ID = 7
 class Recorder(BaseHTTPRequestHandler):
     calls: list[dict] = []
     names: dict[str, str] = {}
+    cancelled: set[int] = set()
 
     def log_message(self, *args) -> None:  # keep the test output quiet
         pass
@@ -88,6 +90,8 @@ class Recorder(BaseHTTPRequestHandler):
         body = self.rfile.read(length).decode()
         self._record(body)
         path = urlparse(self.path).path
+        if path == "/jobs/cancel":
+            self.cancelled.update(json.loads(body or "{}").get("job_ids") or [])
         if path in ("/launch", "/jobs/launch", "/jobs/cancel", "/cancel", "/jobs/queue/v2"):
             request_id = uuid.uuid4().hex
             # The queue's records go through SkyPilot's own encoder, registered under the server's name.
@@ -130,10 +134,13 @@ def _managed_jobs() -> list:
     from sky.schemas.api.responses import ManagedJobRecord
 
     listed = json.loads(os.environ.get("SKY_HARNESS_JOBS") or "{}")
-    return [
-        ManagedJobRecord(job_id=int(job_id), job_name="gym-recorded", status=ManagedJobStatus(status))
-        for job_id, status in listed.items()
-    ]
+    records = []
+    for job_id, status in listed.items():
+        state = ManagedJobStatus(status)
+        if int(job_id) in Recorder.cancelled and not state.is_terminal():
+            state = ManagedJobStatus.CANCELLED
+        records.append(ManagedJobRecord(job_id=int(job_id), job_name="gym-recorded", status=state))
+    return records
 
 
 def main() -> None:
