@@ -29,7 +29,8 @@ def test_space_log_masks_query_credentials_and_huge_integers_are_a_400(
     )
     port = free_port()
     env = server_env(cache_root, GYM_MODEL=str(tiny_dir), GYM_API_KEY=KEY, GRADIO_ANALYTICS_ENABLED="False",
-                     PYTHONPATH="", PORT=str(port), GYM_HOST="127.0.0.1")  # fmt: skip
+                     PYTHONPATH="", PORT=str(port), GRADIO_SERVER_PORT=str(port), GYM_HOST="127.0.0.1",
+                     GRADIO_SERVER_NAME="127.0.0.1")  # fmt: skip
     log = tmp_path / "space.log"
     with log.open("w") as output:
         process = subprocess.Popen([sys.executable, "app.py"], cwd=space, env=env, stdout=output,
