@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym.config.sections import NAMED_TEMPLATES
 from gym.webui.workspace import FORM_KEYS, SaveError, Workspace, apply_form, form_values
 
 CHOICES: dict[str, list[str]] = {
-    "model.template": ["chatml", "qwen3", "qwen2.5", "llama3", "llama2", "mistral", "gemma", "phi3"],
+    "model.template": list(NAMED_TEMPLATES),  # every name `gym validate` accepts
     "datasets.0.format": ["alpaca", "sharegpt", "openai", "preference", "kto", "text", "prompt"],
     "train.method": ["sft", "pt", "dpo", "kto", "rm", "ppo", "grpo"],
     "train.adapter": ["lora", "qlora", "dora", "full", "freeze"],
