@@ -13,7 +13,8 @@ As strict as the Hub where Gym could get it wrong:
   the default ``.gitattributes``, binary samples, files of 10 MB or more); the client must then ask the
   batch API (``/{repo}.git/info/lfs/objects/batch``), PUT each object to the returned href and commit
   an ``lfsFile`` entry whose sha256 and size match an uploaded object. Downloads of LFS files redirect to
-  a CDN route with ``X-Linked-Etag``/``X-Linked-Size``, and return the uploaded bytes.
+  a CDN route with ``X-Linked-Etag``/``X-Linked-Size``, and return the uploaded bytes
+  (:mod:`tests.hub.hub_lfs`).
 
 Private repositories answer 401 without a token that may read them, as the Hub does. ``fail`` makes
 the next calls to a route fail with a given HTTP status.
@@ -23,24 +24,16 @@ the routes defined inside :func:`create_hub_app`.
 """
 
 import base64
-import fnmatch
 import hashlib
 import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-# The patterns of the .gitattributes the Hub puts in a new repo (filter=lfs), and its size limit for
-# regular files: what preupload answers "lfs" for.
-LFS_PATTERNS = (
-    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
-    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
-    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*", "*.tar",
-    "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
-)  # fmt: skip
-REGULAR_MAX = 10 * 1024 * 1024
+from tests.hub.hub_lfs import add_lfs_routes, is_lfs
+
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
 
 
@@ -80,13 +73,6 @@ class HubState:
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
-
-
-def is_lfs(path: str, size: int, sample: bytes) -> bool:
-    """Whether the Hub stores this file in LFS: a .gitattributes pattern, its size, or binary content."""
-    name = path.rsplit("/", 1)[-1]
-    patterns = any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(path, p) for p in LFS_PATTERNS)
-    return patterns or size >= REGULAR_MAX or b"\0" in sample
 
 
 def create_hub_app(state: HubState):
@@ -212,61 +198,7 @@ def create_hub_app(state: HubState):
                           "oid": oid(key, f["path"])})  # fmt: skip
         return {"files": files, "commitOid": state.sha(key)}
 
-    async def lfs_batch(kind: str, owner: str, name: str, request: Request):
-        allowed = writer(request, owner, "lfs batch")
-        if isinstance(allowed, JSONResponse):
-            return allowed
-        if f"{kind}:{owner}/{name}" not in state.repos:
-            return no_repo()
-        body = await request.json()
-        if body.get("operation") != "upload" or "basic" not in body.get("transfers", ["basic"]):
-            return error(422, "only the basic upload transfer is offered here")
-        objects = []
-        for item in body["objects"]:
-            answer: dict[str, Any] = {"oid": item["oid"], "size": item["size"], "authenticated": True}
-            if item["oid"] not in state.lfs_objects:  # objects the Hub already holds need no upload
-                answer["actions"] = {
-                    "upload": {"href": f"{request.base_url}lfs-upload/{item['oid']}/{item['size']}"},
-                    "verify": {
-                        "href": f"{request.base_url}{kind}s/{owner}/{name}.git/info/lfs/objects/verify"
-                    },
-                }
-            objects.append(answer)
-        return JSONResponse({"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
-                            media_type="application/vnd.git-lfs+json")  # fmt: skip
-
-    @app.post("/{owner}/{name}.git/info/lfs/objects/batch")
-    async def lfs_batch_model(owner: str, name: str, request: Request):
-        return await lfs_batch("model", owner, name, request)
-
-    @app.post("/{kind}s/{owner}/{name}.git/info/lfs/objects/batch")
-    async def lfs_batch_typed(kind: str, owner: str, name: str, request: Request):
-        return await lfs_batch(kind, owner, name, request)
-
-    @app.put("/lfs-upload/{sha256}/{size}")
-    async def lfs_upload(sha256: str, size: int, request: Request):
-        """The presigned storage URL: no token, but the bytes must be the object the batch was asked for."""
-        if (failure := injected("lfs-upload")) is not None:
-            return failure
-        content = await request.body()
-        if len(content) != size or hashlib.sha256(content).hexdigest() != sha256:
-            return Response(
-                "<Error><Code>BadDigest</Code></Error>", status_code=400, media_type="application/xml"
-            )
-        state.lfs_objects[sha256] = content
-        state.lfs_uploads.append(sha256)
-        return Response(status_code=200)
-
-    @app.post("/{kind}s/{owner}/{name}.git/info/lfs/objects/verify")
-    async def lfs_verify(kind: str, owner: str, name: str, request: Request):
-        allowed = writer(request, owner, "lfs verify")
-        if isinstance(allowed, JSONResponse):
-            return allowed
-        body = await request.json()
-        content = state.lfs_objects.get(body["oid"])
-        if content is None or len(content) != body["size"]:
-            return error(404, f"Object {body['oid']} not found")
-        return {"oid": body["oid"], "size": body["size"]}
+    add_lfs_routes(app, state, writer=writer, error=error, no_repo=no_repo, injected=injected)
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")
     async def commit(kind: str, owner: str, name: str, revision: str, request: Request):
@@ -363,17 +295,6 @@ def create_hub_app(state: HubState):
                    "Content-Length": str(len(content))}  # fmt: skip
         body = b"" if request.method == "HEAD" else content
         return Response(body, headers=headers, media_type="application/octet-stream")
-
-    @app.api_route("/cdn-lfs/{sha256}", methods=["GET", "HEAD"])
-    async def cdn(sha256: str, request: Request, download: str = ""):
-        content = state.lfs_objects.get(sha256)
-        if content is None:
-            return Response(status_code=404)
-        if request.method == "GET":
-            state.downloads.append(unquote(download))
-        body = b"" if request.method == "HEAD" else content
-        return Response(body, headers={"Content-Length": str(len(content)), "ETag": f'"{sha256}"'},
-                        media_type="application/octet-stream")  # fmt: skip
 
     @app.api_route("/spaces/{owner}/{name}/resolve/{revision}/{path:path}", methods=["GET", "HEAD"])
     async def resolve_space(owner: str, name: str, revision: str, path: str, request: Request):
