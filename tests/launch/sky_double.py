@@ -198,10 +198,8 @@ class SkyDouble:
             job.lines.append(job.failure_reason + "\n")
             return "FAILED_NO_RESOURCE"
         job.status = "STARTING"
-        port = str(self.master_port or free_port())
         attempt = start_attempt(self.root, job.job_id, job.recovery_count, task, self.base_env,
-                                self.image or node_image(),
-                                {"SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus), "GYM_MASTER_PORT": port})  # fmt: skip
+                                self.image or node_image(), {"SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus)})  # fmt: skip
         job.attempts.append(attempt)
         job.node_dir, job.env = attempt.nodes[0].workdir, attempt.nodes[0].env
         if job.cancelling.is_set():
@@ -214,6 +212,10 @@ class SkyDouble:
             job.lines.append(f"ERROR: Job {job.job_id}'s {job.failure_reason}\n")
             return "FAILED_SETUP"
         job.status = "RUNNING"
+        # The rendezvous port is picked just before torchrun binds it: other tests share this host.
+        port = str(self.master_port or free_port())
+        for node in attempt.nodes:
+            node.env["GYM_MASTER_PORT"] = port
         watch = None
         if self.preempt is not None and job.managed and job.recovery_count == 0:
             preempt = self.preempt
