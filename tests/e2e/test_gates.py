@@ -164,6 +164,7 @@ def test_only_a_run_that_passes_every_gate_reaches_the_hub_and_its_space(tmp_pat
             (comment,) = github.comments[5]
             body = comment["body"]
             assert "❌ promotion gates failed: not pushed" in body
+            assert "train → eval → gates → card → deploy" in body  # the plan names the gates stage
             assert f"`{GATE}`" in body and "❌ fail (short by" in body
             assert f"champion `{MODEL}` at `{f'{1:040x}'[:12]}`" in body
             results = json.loads((workspace / "outputs" / "gated-bot" / "gate_results.json").read_text())
