@@ -83,7 +83,8 @@ class Attempt:
             time.sleep(0.2)
         for reader in readers:
             reader.join(timeout=10)
-        return [node.process.wait() for node in self.nodes]  # type: ignore[union-attr]
+        codes = [node.process.wait() for node in self.nodes]  # type: ignore[union-attr]
+        return [code if code >= 0 else 128 - code for code in codes]  # a killed node: 137, as a shell says
 
 
 def _copy(node: Node, lines: list[str], prefixed: bool) -> None:
