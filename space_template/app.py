@@ -11,7 +11,9 @@ from gym.api.ui import create_space_app
 
 app = create_space_app(Path(__file__).with_name("gym_space.json"))
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # how the Gradio SDK runtime starts a Space: `python app.py`
     import uvicorn
 
-    uvicorn.run(app, host=os.environ.get("GYM_HOST", "0.0.0.0"), port=int(os.environ.get("PORT", "7860")))
+    host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
+    port = int(os.environ.get("PORT") or os.environ.get("GRADIO_SERVER_PORT") or 7860)
+    uvicorn.run(app, host=host, port=port)

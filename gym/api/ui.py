@@ -13,14 +13,23 @@ from typing import Any
 
 from gym.api.backend import SamplingParams
 
+TEMPERATURE, MAX_TOKENS = 0.7, 256  # the chat's defaults; its Settings accordion changes them per message
 
-def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None = None):
+
+def chat_function(backend: Any, max_tokens: int = MAX_TOKENS, system_prompt: str | None = None):
     """A Gradio ChatInterface callback streaming the model's reply through ``backend``.
 
     ``system_prompt`` (a training-free experience library) is merged in exactly as the API does it.
+    ``temperature`` and ``max_new_tokens`` come from the chat's settings, so the page can give the answer
+    the API gives to the same messages at temperature 0.
     """
 
-    async def respond(message: str | dict[str, Any], history: list[dict[str, Any]]):
+    async def respond(
+        message: str | dict[str, Any],
+        history: list[dict[str, Any]],
+        temperature: float = TEMPERATURE,
+        max_new_tokens: int = max_tokens,
+    ):
         messages = [{"role": turn["role"], "content": _text(turn["content"])} for turn in history]
         images: list[Any] = []
         if isinstance(message, dict):  # the multimodal chat of a VL model: {"text", "files"}
@@ -40,12 +49,11 @@ def chat_function(backend: Any, max_tokens: int = 256, system_prompt: str | None
 
         prompt = await asyncio.to_thread(backend.encode_chat, messages)  # keep the event loop free
         length = backend.check_images(prompt, images) if images else len(prompt)
-        room = max(1, min(max_tokens, backend.context_length - length))
+        room = max(1, min(int(max_new_tokens), backend.context_length - length))
         reply = ""
         extra = {"images": images} if images else {}
-        async for chunk in backend.generate(
-            prompt, SamplingParams(max_tokens=room, temperature=0.7, top_p=0.95), **extra
-        ):
+        params = SamplingParams(max_tokens=room, temperature=float(temperature), top_p=0.95)
+        async for chunk in backend.generate(prompt, params, **extra):
             reply += chunk.text
             yield reply
 
@@ -85,11 +93,17 @@ def mount_chat(
 
     import gradio as gr
 
+    settings = [
+        gr.Slider(0.0, 2.0, value=TEMPERATURE, step=0.05, label="Temperature", elem_id="chat-temperature"),
+        gr.Slider(1, 2048, value=MAX_TOKENS, step=1, label="Max new tokens", elem_id="chat-max-tokens"),
+    ]
     demo = gr.ChatInterface(
         chat_function(backend, system_prompt=system_prompt),
         title=title,
         api_name="chat",
         multimodal=bool(getattr(backend, "accepts_images", False)),  # image upload for VL models
+        additional_inputs=settings,
+        additional_inputs_accordion="Settings",
     )
     auth = None
     if api_key:

@@ -1,10 +1,11 @@
-"""The rendered Space, started with uvicorn from its own folder (so its copied `gym` is what runs),
-answers the openai client like `gym serve` and serves the Gradio chat at /."""
+"""The rendered Space as the Hub runs it: its own requirements.txt installed into a fresh venv (nothing
+from the test venv), started with `python app.py` as the Gradio SDK starts it (GRADIO_SERVER_NAME=0.0.0.0,
+the port from PORT). It answers the openai client like `gym serve`, its key gates API and chat, and its
+chat at temperature 0 shows the answer the API gives to the same message (gradio_client and Chromium)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,60 +13,90 @@ import openai
 import pytest
 
 from gym.hub.space import SpaceSettings, render_space
-from tests.api.conftest import free_port, server_env, stop, wait_healthy
+from tests.api.conftest import free_port
+from tests.space_runtime import (
+    RunningSpace,
+    api_answer,
+    chat_on_page,
+    imports_from,
+    log_in,
+    start_space,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.slow
 KEY = "sk-space-test-key"
+MESSAGE = "Reverse: a b"
 
 
-def test_rendered_space_serves_api_and_chat(tiny_dir: Path, cache_root: Path, tmp_path: Path) -> None:
-    space = render_space(
-        tmp_path / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat")
+@pytest.fixture(scope="module")
+def keyed_space(
+    tiny_dir: Path, cache_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningSpace]:
+    root = tmp_path_factory.mktemp("space-app")
+    folder = render_space(root / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat"))
+    env = {
+        "GYM_MODEL": str(tiny_dir),
+        "GYM_API_KEY": KEY,
+        "HF_HUB_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(cache_root),
+    }
+    space = start_space(folder, free_port(), env, home=root / "home")
+    wait_healthy(space)
+    yield space
+    assert KEY not in space.stop()
+
+
+def test_space_installs_from_its_requirements_and_serves_the_api(keyed_space: RunningSpace) -> None:
+    url = keyed_space.url
+    port = url.rsplit(":", 1)[1]
+    assert (
+        f"Uvicorn running on http://0.0.0.0:{port}" in keyed_space.log.read_text()
+    )  # GRADIO_SERVER_NAME, PORT
+    assert imports_from(keyed_space) == keyed_space.folder / "gym" / "__init__.py"  # its own copy of gym
+    client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    assert [m.id for m in client.models.list().data] == ["acme/tiny"]
+    messages = [{"role": "user", "content": MESSAGE}]
+    full = client.chat.completions.create(model="acme/tiny", messages=messages, max_tokens=8, temperature=0)
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(
+            model="acme/tiny", messages=messages, max_tokens=8, temperature=0, stream=True
+        )
+        if c.choices
     )
-    port = free_port()
-    env = server_env(cache_root, GYM_MODEL=str(tiny_dir), GYM_API_KEY=KEY, GRADIO_ANALYTICS_ENABLED="False",
-                     PYTHONPATH="")  # fmt: skip
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=space, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
-        client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
-        assert [m.id for m in client.models.list().data] == ["acme/tiny"]
-        messages = [{"role": "user", "content": "Reverse: a b"}]
-        full = client.chat.completions.create(
-            model="acme/tiny", messages=messages, max_tokens=8, temperature=0
-        )
-        streamed = "".join(
-            c.choices[0].delta.content or ""
-            for c in client.chat.completions.create(
-                model="acme/tiny", messages=messages, max_tokens=8, temperature=0, stream=True
-            )
-            if c.choices
-        )
-        assert streamed == full.choices[0].message.content
-        with pytest.raises(openai.AuthenticationError):
-            openai.OpenAI(base_url=url + "/v1", api_key="nope", max_retries=0).models.list()
-        page = httpx.get(url + "/", timeout=30, follow_redirects=True)
-        assert page.status_code == 200 and "gradio" in page.text.lower()
-        from gradio_client import Client
+    assert streamed == full.choices[0].message.content
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=url + "/v1", api_key="nope", max_retries=0).models.list()
+    page = httpx.get(url + "/", timeout=30, follow_redirects=True)
+    assert page.status_code == 200 and "gradio" in page.text.lower()
 
-        # the API key gates the chat too: without it the Gradio client is refused, with it it chats
-        with pytest.raises(Exception, match="(?i)login|auth|401|403"):
-            Client(url + "/", verbose=False).predict("Reverse: a b", api_name="/chat")
-        with pytest.raises(Exception, match="(?i)login|auth|incorrect|401|403"):
-            Client(url + "/", verbose=False, auth=("anyone", "wrong-key"))
-        reply = Client(url + "/", verbose=False, auth=("anyone", KEY)).predict(
-            "Reverse: a b", api_name="/chat"
-        )
-        assert isinstance(reply, str)
-        probe = subprocess.run([sys.executable, "-c", "import gym; print(gym.__file__)"], cwd=space, env=env,
-                               capture_output=True, text=True, check=True)  # fmt: skip
-        assert Path(probe.stdout.strip()).parent.parent == space  # the Space runs its own copy of gym
-    finally:
-        stop(process)
+
+def test_space_chat_at_temperature_zero_gives_the_api_answer(keyed_space: RunningSpace) -> None:
+    from gradio_client import Client
+
+    url = keyed_space.url + "/"
+    # the API key gates the chat too: without it the Gradio client is refused, with it it chats
+    with pytest.raises(Exception, match="(?i)login|auth|401|403"):
+        Client(url, verbose=False).predict(MESSAGE, api_name="/chat")
+    with pytest.raises(Exception, match="(?i)login|auth|incorrect|401|403"):
+        Client(url, verbose=False, auth=("anyone", "wrong-key"))
+    expected = api_answer(keyed_space.url, KEY, "acme/tiny", MESSAGE, max_tokens=16)
+    reply = Client(url, verbose=False, auth=("anyone", KEY)).predict(MESSAGE, 0.0, 16, api_name="/chat")
+    assert reply == expected and reply != MESSAGE
+
+
+def test_space_chat_page_in_headless_chromium(keyed_space: RunningSpace, page) -> None:
+    """A person's view: log in with the key, ask at temperature 0, see the API's answer; screenshot kept."""
+    from tests.browser import screenshot
+
+    expected = api_answer(keyed_space.url, KEY, "acme/tiny", MESSAGE, max_tokens=16)
+    page.goto(keyed_space.url + "/")
+    log_in(page, KEY)
+    shown = chat_on_page(page, MESSAGE, temperature=0, max_tokens=16)
+    assert MESSAGE in page.locator('[data-testid="user"]').last.inner_text()
+    assert shown == expected and shown != MESSAGE
+    assert screenshot(page, "space_chat.png").stat().st_size > 10_000  # a rendered page, not a blank one
 
 
 def test_space_carries_a_training_free_library(tmp_path: Path) -> None:
@@ -102,42 +133,6 @@ def test_space_carries_a_training_free_library(tmp_path: Path) -> None:
     assert seen[0][0]["role"] == "system" and "When reversing" in seen[0][0]["content"]
 
 
-def test_space_chat_page_in_headless_chromium(tiny_dir: Path, cache_root: Path, tmp_path: Path, page) -> None:
-    """A person's view: the Space page loads, a chat message sent through it gets a reply, screenshot kept."""
-    from tests.browser import screenshot
-
-    space = render_space(
-        tmp_path / "space", SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat")
-    )
-    port = free_port()
-    env = server_env(cache_root, GYM_MODEL=str(tiny_dir), GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH="")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=space, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
-        page.goto(url + "/")
-        page.locator("textarea").first.fill("Reverse: a b")
-        page.locator('[data-testid="submit-button"]').click()
-        user = page.locator('[data-testid="user"]').first
-        user.wait_for(timeout=60_000)
-        bot = page.locator('[data-testid="bot"]').first
-        bot.wait_for(timeout=90_000)
-        page.wait_for_function(
-            "() => document.querySelector('[data-testid=\"bot\"]')?.innerText.trim().length > 0",
-            timeout=90_000,
-        )
-        assert (
-            "Reverse: a b" in user.inner_text()
-        )  # the untrained tiny model replies with noise, but it replies
-        shot = screenshot(page, "space_chat.png")
-        assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
-    finally:
-        stop(process)
-
-
 def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path, tmp_path: Path) -> None:
     """builtin:tiny-vl in the rendered Space: the Gradio chat is multimodal and answers an uploaded image
     (driven by gradio_client), and the API takes an image_url part."""
@@ -155,15 +150,11 @@ def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path
     space = render_space(
         tmp_path / "space", SpaceSettings(model_repo="acme/tiny-vl", space_repo="acme/vl-chat")
     )
-    port = free_port()
-    env = server_env(cache_root, GYM_MODEL=str(model), GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH="")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=space, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    env = {"GYM_MODEL": str(model), "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(cache_root)}
+    running = start_space(space, free_port(), env, home=tmp_path / "home")
+    url = running.url
     try:
-        wait_healthy(url, process)
+        wait_healthy(running)
         reply = Client(url + "/", verbose=False).predict(
             {"text": "What colour is the shape?", "files": [handle_file(str(image))]}, api_name="/chat"
         )
@@ -186,4 +177,4 @@ def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path
         )
         assert answer.usage.prompt_tokens > 16  # the image's 16 tokens are part of the prompt
     finally:
-        stop(process)
+        running.stop()

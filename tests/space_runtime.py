@@ -1,0 +1,161 @@
+"""The Space as the Hub runs it: its folder's own ``requirements.txt`` installed into a fresh venv, then
+``python app.py`` started the way the Gradio SDK runtime starts it (``GRADIO_SERVER_NAME=0.0.0.0``, the
+port from ``PORT``).
+
+The venv is built from the base interpreter, not the test venv, so a package the Space imports but does
+not list makes it fail here as it would on the Hub. pip resolves the requirements from PyPI (and its
+cache); torch is held to the CPU wheel pinned by ``constraints.txt``. One venv per distinct
+requirements file per test process, reused by every Space started from such a folder.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+_BUILT: dict[str, Path] = {}
+_ROOT: list[Path] = []
+BUILD_SECONDS: dict[str, float] = {}  # how long each venv took, for the test report
+
+
+def space_python(space_folder: Path) -> Path:
+    """The interpreter of a fresh venv holding exactly what ``space_folder/requirements.txt`` asks for."""
+    requirements = (space_folder / "requirements.txt").read_text(encoding="utf-8")
+    key = hashlib.sha256(requirements.encode()).hexdigest()[:16]
+    if key not in _BUILT:
+        if not _ROOT:
+            _ROOT.append(Path(tempfile.mkdtemp(prefix="gym-space-venv-")))
+            atexit.register(shutil.rmtree, _ROOT[0], True)
+        folder = _ROOT[0] / key
+        started = time.monotonic()
+        venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(folder)
+        (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
+        done = subprocess.run(
+            [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+             "-r", str(folder / "requirements.txt"), "-c", str(REPO / "constraints.txt")],
+            env=_clean_env(folder, Path(tempfile.gettempdir())), capture_output=True, text=True, timeout=1500,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise AssertionError("the Space's requirements.txt does not install:\n" + done.stderr[-4000:])
+        BUILD_SECONDS[key] = time.monotonic() - started
+        _BUILT[key] = folder
+    return _BUILT[key] / "bin" / "python"
+
+
+def _clean_env(venv_folder: Path, home: Path) -> dict[str, str]:
+    """No test-venv path, no PYTHONPATH: what a Space's container has, plus pip's own settings."""
+    keep = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in ("LANG", "LC_ALL", "TZ")}
+    return {**keep, "PATH": f"{venv_folder / 'bin'}{os.pathsep}{SYSTEM_PATH}", "HOME": str(home)}
+
+
+@dataclass
+class RunningSpace:
+    process: subprocess.Popen
+    url: str
+    folder: Path
+    log: Path
+
+    def stop(self) -> str:
+        """Stop the Space and return its log."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def start_space(folder: Path, port: int, env: dict[str, str], home: Path) -> RunningSpace:
+    """``python app.py`` in ``folder`` with the Space's fresh venv, its secrets and settings in ``env``."""
+    python = space_python(folder)
+    home.mkdir(parents=True, exist_ok=True)
+    full = {**_clean_env(python.parent.parent, home), "GRADIO_SERVER_NAME": "0.0.0.0", "PORT": str(port),
+            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false", **env}  # fmt: skip
+    full = {k: v for k, v in full.items() if not k.startswith("PIP_")}
+    log = home / "space.log"
+    with log.open("w") as output:
+        process = subprocess.Popen([str(python), "app.py"], cwd=folder, env=full, stdout=output,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+    return RunningSpace(process, f"http://127.0.0.1:{port}", folder, log)
+
+
+def wait_healthy(space: RunningSpace, timeout: float = 300) -> None:
+    import httpx
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if space.process.poll() is not None:
+            raise AssertionError("the Space exited:\n" + space.stop()[-4000:])
+        try:
+            if httpx.get(space.url + "/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise AssertionError("the Space never became healthy:\n" + space.stop()[-4000:])
+
+
+def imports_from(space: RunningSpace) -> Path:
+    """Where the running Space's interpreter finds ``gym``: its own copy, never the checkout or a wheel."""
+    python = space_python(space.folder)
+    probe = subprocess.run([str(python), "-c", "import gym, sys; print(gym.__file__); print(sys.prefix)"],
+                           cwd=space.folder, env=_clean_env(python.parent.parent, space.folder),
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    return Path(probe.stdout.splitlines()[0])
+
+
+def api_answer(url: str, key: str, model: str, message: str, max_tokens: int) -> str:
+    """The Space's /v1/chat/completions answer to one user message at temperature 0 (the reference)."""
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=120)
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": message}],
+                                           max_tokens=max_tokens, temperature=0)  # fmt: skip
+    return reply.choices[0].message.content or ""
+
+
+def log_in(page, key: str) -> None:
+    """The keyed chat's login form: any user name, the API key as password."""
+    page.locator("input[type=password]").wait_for(timeout=60_000)
+    page.locator("input").first.fill("reviewer")
+    page.locator("input[type=password]").fill(key)
+    page.get_by_role("button", name=re.compile("login", re.I)).click()
+
+
+def chat_on_page(page, message: str, *, temperature: float = 0.0, max_tokens: int = 16) -> str:
+    """Set the chat's Settings, send ``message`` from the page's box and return the reply it shows."""
+    page.get_by_text("Settings", exact=True).first.click()
+    for label, value in (("Temperature", temperature), ("Max new tokens", max_tokens)):
+        number = page.locator(f"input[type=number][aria-label='number input for {label}']")
+        number.fill(f"{value:g}")
+        number.press("Enter")
+    box = page.locator("textarea").first
+    box.fill(message)
+    box.press("Enter")
+    page.locator("[data-testid='bot']").last.wait_for(timeout=120_000)
+    page.wait_for_function(
+        "() => { const m = document.querySelectorAll(\"[data-testid='bot']\");"
+        " return m.length && m[m.length - 1].innerText.length > 0; }",
+        timeout=120_000,
+    )
+    shown, since = "", time.monotonic()
+    while time.monotonic() - since < 3:  # streamed: the reply is whole once it stops changing
+        page.wait_for_timeout(250)
+        now = page.locator("[data-testid='bot']").last.inner_text()
+        if now != shown:
+            shown, since = now, time.monotonic()
+    return shown
