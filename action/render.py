@@ -39,10 +39,10 @@ def _status(outcome: ConfigOutcome, sha: str = "") -> str:
     if outcome.issues:
         count = len(outcome.issues)
         return f"❌ {count} problem{'s' if count != 1 else ''} in the config"
-    if outcome.error:
-        return "❌ " + ("launch failed" if outcome.mode == "launch" else "cannot be planned")
     if outcome.gates is not None and outcome.gates.get("passed") is False:
         return "❌ promotion gates failed: not pushed"
+    if outcome.error:
+        return "❌ " + ("launch failed" if outcome.mode == "launch" else "cannot be planned")
     if outcome.launch is not None:
         return "🚀 launched" + (" and evaluated" if outcome.launch.results else "")
     job = outcome.job
