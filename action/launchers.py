@@ -56,7 +56,7 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
 
     The results travel back as one marked line of the job's log (see :mod:`gym.launch.results`).
     """
-    from gym.launch.cloud import launch_cloud, wait_for_results
+    from gym.launch.cloud import how_job_ended, launch_cloud, wait_for_results
 
     target = None if request.wait else _report_target(request)
     result = launch_cloud(
@@ -79,8 +79,10 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
     )
     request.echo(f"following SkyPilot {kind} {job} until it finishes")
     results = wait_for_results(request.config, result.job_id, managed=result.managed)
+    ended = None if results else how_job_ended(result.name, result.job_id, managed=result.managed)
     detail = f"SkyPilot {kind} `{result.name}` finished" + ("" if results else " without eval results")
-    return LaunchOutcome(job_id=job, detail=detail, results=results)
+    return LaunchOutcome(job_id=job, detail=f"SkyPilot {kind} `{result.name}`: {ended}" if ended else detail,
+                         results=results)  # fmt: skip
 
 
 def _report_target(request: LaunchRequest):

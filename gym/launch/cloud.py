@@ -257,6 +257,16 @@ def logs_outcome(config: GymConfig, code: int, job_id: int | None = None) -> str
     return sentence or f"the job of {name} did not succeed (SkyPilot exit code {code})"
 
 
+def how_job_ended(name: str, job_id: int, *, managed: bool) -> str | None:
+    """:func:`ended_sentence` for the job as SkyPilot's queue has it now; None when it succeeded, has not
+    ended or cannot be asked."""
+    try:
+        found = job_status(name, job_id, managed=managed)
+    except LaunchError:
+        return None
+    return ended_sentence(job_id, found[0]) if found else None
+
+
 def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
     """Cancel one job: a managed job by id (``sky.jobs.cancel``), or a job on the run's cluster.
 

@@ -90,7 +90,18 @@ def test_failed_run_no_resources_and_a_refused_cluster_end_in_skypilots_states(t
     assert len(sky.jobs) == 2  # the refused cluster launch made no job
 
 
-def test_a_node_that_cannot_install_gym_fails_setup(tmp_path: Path) -> None:
+# The GitHub Action's cloud launch with `wait: true`: it follows the job to its end and says how it ended.
+ACTION_WAITS = """\
+from pathlib import Path
+from action.launchers import LaunchRequest, launch_on_cloud
+from gym.config import load_config
+path = Path("gym.toml")
+request = LaunchRequest(config=load_config(path), config_path=path, flags=[], cloud=True, env={}, wait=True)
+print("detail:", launch_on_cloud(request).detail)
+"""
+
+
+def test_a_node_that_cannot_install_gym_fails_setup_and_the_action_says_so(tmp_path: Path) -> None:
     project = _project(tmp_path / "proj", "demo", '\n[compute]\naccelerators = ["L4:1"]\n')
     empty = tmp_path / "no-wheels"
     empty.mkdir()
@@ -98,13 +109,13 @@ def test_a_node_that_cannot_install_gym_fails_setup(tmp_path: Path) -> None:
     without_wheel = NodeImage(wheels=empty, site=image.site, scripts=image.scripts)
     with SkyDouble(tmp_path / "sky", gpus=0, image=without_wheel) as sky:
         env = client_env(tmp_path / "home", sky.endpoint)
-        assert gym(["launch", "--cloud", "gym.toml"], project, env).returncode == 0
+        action = subprocess.run([sys.executable, "-c", ACTION_WAITS], cwd=project, env=env, capture_output=True,
+                                text=True, timeout=300)  # fmt: skip
         (job,) = sky.jobs.values()
-        assert job.done.wait(240)
         logs = gym(["logs", "gym.toml"], project, env)
     assert job.status == "FAILED_SETUP", "".join(job.lines)[-3000:]
+    assert action.returncode == 0, action.stderr
+    setup_failed = "job 1 ended FAILED_SETUP: its setup failed: installing Gym on the node did not work"
+    assert f"detail: SkyPilot managed job `gym-demo`: {setup_failed}" in action.stdout
     assert "No matching distribution found for zoo-gym" in logs.stdout
-    assert logs.returncode == 100
-    assert (
-        "job 1 ended FAILED_SETUP: its setup failed: installing Gym on the node did not work" in logs.stderr
-    )
+    assert logs.returncode == 100 and setup_failed in logs.stderr
