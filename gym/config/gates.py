@@ -53,6 +53,9 @@ LOWER_IS_BETTER = {
 }
 HIGHER_IS_BETTER = {"acc", "acc_norm", "exact_match", "f1", "bleu", "rouge1", "rouge2", "rougeL", "mcc",
                     "reward_accuracy", "reward_margin", "reward", "chrf", "pass@1"}  # fmt: skip
+# Gym's own tasks and what they score (gym/eval/builtin_tasks.py, gym/eval/vision_tasks.py; a test keeps
+# them equal), as plain data so `gym validate` never imports the eval layer.
+GYM_TASK_METRICS = {"gym_reverse": {"exact_match": True}, "gym_colour": {"exact_match": True}}
 HELD_OUT = "held-out"
 HELD_OUT_METRICS = ("eval_loss", "reward_accuracy", "reward_margin", "reward")
 
@@ -158,13 +161,9 @@ def metric_direction(metric: str) -> bool | None:
 
 def known_metrics(entry: str, config: GymConfig) -> tuple[str, dict[str, bool]] | None:
     """``(task name, {metric: higher is better})`` for a task whose metrics are known offline, else None."""
-    from gym.eval.builtin_tasks import GYM_TASK_PREFIX, REVERSE_TASK
-
-    if entry == REVERSE_TASK:
-        return entry, {"exact_match": True}
-    if entry == "gym_colour":
-        return entry, {"exact_match": True}
-    if entry.startswith(GYM_TASK_PREFIX) or not entry.endswith((".yaml", ".yml")):
+    if entry in GYM_TASK_METRICS:
+        return entry, GYM_TASK_METRICS[entry]
+    if not entry.endswith((".yaml", ".yml")):
         return None
     return _local_task_metrics(config.resolve_path(entry))
 
@@ -226,6 +225,9 @@ def gate_issues(config: GymConfig) -> list[tuple[tuple[str | int, ...], str]]:
             op = ">=" if higher else "<="
             issues.append((loc, f"{rule!r}: {better} {gate.metric} is better, so {gate.op!r} would keep the worse "
                                 f"model; write {op!r}"))  # fmt: skip
+        if gate.reference == "champion" and config.hub is None:
+            issues.append((loc, f"{rule!r}: the champion is the model the [hub] repository holds, and this "
+                                "config has no [hub] table; add one, or compare with base or a number"))  # fmt: skip
         if gate.reference == "base" and not config.eval.baseline:
             issues.append((loc, f"{rule!r} compares with the base model, which eval.baseline = false does not score; "
                                 "set eval.baseline = true or compare with a number"))  # fmt: skip

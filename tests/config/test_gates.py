@@ -21,12 +21,15 @@ path = "data/train.jsonl"
 format = "alpaca"
 eval_fraction = 0.1
 
+[hub]
+repo_id = "acme/demo"
+
 [eval]
 tasks = ["gym_reverse", "mmlu", "tasks/mine.yaml"]
 
 [eval.gates]
 rules = [
-"""  # rules start on line 17
+"""  # rules start on line 20
 
 LOCAL_TASK = """\
 task: my_qa
@@ -74,24 +77,37 @@ def test_every_bad_rule_is_one_sentence_at_its_line(write_toml, cases: list[tupl
     for index, (rule, words) in enumerate(cases):
         (issue,) = [i for i in issues if i.key == f"eval.gates.rules.{index}"]
         assert words in issue.message, (rule, issue.message)
-        assert issue.line == 17 + index and issue.column == 3
+        assert issue.line == 20 + index and issue.column == 3
         assert "\n" not in issue.message
 
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 1 and "Traceback" not in result.output
     shown = " ".join(result.output.split())  # the terminal may wrap long lines
-    assert "gym.toml:18:3: eval.gates.rules.1: " in shown and cases[1][1] in shown
+    assert "gym.toml:21:3: eval.gates.rules.1: " in shown and cases[1][1] in shown
     assert f"{len(cases)} problems found" in result.output
 
 
 def test_gates_need_scores_a_baseline_and_held_out_rows(write_toml) -> None:
-    text = HEAD.replace("eval_fraction = 0.1\n", "").replace(
-        'tasks = ["gym_reverse", "mmlu", "tasks/mine.yaml"]', 'tasks = ["gym_reverse"]\nbaseline = false'
+    text = (
+        HEAD.replace("eval_fraction = 0.1\n", "")
+        .replace('[hub]\nrepo_id = "acme/demo"\n', "")
+        .replace(
+            'tasks = ["gym_reverse", "mmlu", "tasks/mine.yaml"]', 'tasks = ["gym_reverse"]\nbaseline = false'
+        )
     )
-    path = write_toml(text + '  "gym_reverse.exact_match >= base",\n  "held-out.eval_loss <= champion",\n]\n')
+    rules = [
+        "gym_reverse.exact_match >= base",
+        "held-out.eval_loss <= champion",
+        "gym_reverse.exact_match >= champion",
+    ]
+    path = write_toml(text + "".join(f'  "{rule}",\n' for rule in rules) + "]\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     messages = {issue.key: issue.message for issue in caught.value.issues}
+    assert (
+        "the champion is the model the [hub] repository holds, and this config has no [hub] table"
+        in messages["eval.gates.rules.2"]
+    )
     assert "eval.baseline = false does not score" in messages["eval.gates.rules.0"]
     assert "held-out scores need a dataset with eval_fraction > 0" in messages["eval.gates.rules.1"]
 

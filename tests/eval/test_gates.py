@@ -78,6 +78,16 @@ def test_a_metric_the_task_did_not_produce_names_those_it_did() -> None:
     )
 
 
+def test_gym_tasks_score_what_validation_says() -> None:
+    from gym.config.gates import GYM_TASK_METRICS
+    from gym.eval.builtin_tasks import BUILTIN_TASKS, reverse_task_config
+    from gym.eval.vision_tasks import VISION_TASKS
+
+    assert set(GYM_TASK_METRICS) == set(BUILTIN_TASKS) | set(VISION_TASKS)
+    listed = reverse_task_config(Path("test.jsonl"))["metric_list"]
+    assert GYM_TASK_METRICS["gym_reverse"] == {m["metric"]: m["higher_is_better"] for m in listed}
+
+
 def test_a_margin_in_stderr_needs_a_stderr() -> None:
     with pytest.raises(GateError, match="asks for a margin in stderr, but mmlu.acc has no standard error"):
         evaluate_gates([parse_gate("mmlu.acc >= base + stderr")], report(0.7, stderr=None), None)
