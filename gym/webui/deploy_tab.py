@@ -36,9 +36,14 @@ def deploy(workspace: Workspace, token: str, dry_run: bool) -> str:
                 pass
             note = _secret(token_env, token)
         plan = plan_deploy(workspace.path, dry_run=dry_run)
+        if not dry_run:  # the gym.toml's promotion gates, as `gym deploy` checks them (no --force here)
+            from gym.hub.promotion import gate_deploy
+
+            gate_deploy(workspace.path, plan.model_dir, force=False, token=plan.token, echo=lines.append)
         run_deploy(plan, echo=lines.append)
-    except DeployError as error:
-        return note + f"✗ {error}"
+    except (DeployError, ValueError) as error:
+        table = "\n```\n" + "\n".join(lines) + "\n```" if lines else ""
+        return note + f"✗ {error}" + table
     return note + "\n```\n" + "\n".join(lines) + "\n```"
 
 
