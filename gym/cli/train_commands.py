@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from gym.cli.output import CONFIG_AND_FLAGS, EXTRA_ARGS, console, fail, load_config_or_exit
+from gym.cli.output import CONFIG_AND_FLAGS, EXTRA_ARGS, console, errors, fail, load_config_or_exit
 
 
 def train(
@@ -35,11 +35,19 @@ def train(
     from gym.model.loading import ModelError
     from gym.train.checkpoints import ResumeError
     from gym.train.runner import run_training
+    from gym.train.termination import Terminated, die_by_sigterm, sigterm_raises, where_a_rerun_resumes
 
     try:
-        result = run_training(config, show_progress=not no_progress)
+        with sigterm_raises():
+            result = run_training(config, show_progress=not no_progress)
     except (DataError, ModelError, ResumeError, ValueError) as error:
         raise fail(str(error)) from None
+    except Terminated:
+        if int(os.environ.get("RANK", "0")) == 0:
+            where = where_a_rerun_resumes(config.output_path / "checkpoints", config.train.resume)
+            errors.print(f"stopped: gym train received SIGTERM; {where}", markup=False, highlight=False,
+                         soft_wrap=True)  # fmt: skip
+        die_by_sigterm()
     if int(os.environ.get("RANK", "0")) == 0 and result.already_trained:
         console.print(
             f"[green]✓[/green] already trained: {result.steps} steps in {result.output_dir} match this "

@@ -226,11 +226,13 @@ class TrainConfig(Section):
     gradient_checkpointing: Literal["auto"] | bool = Field(
         default="auto", description="'auto': on for GPUs, off on CPU (measured slower there)."
     )
-    cpu_threads: Literal["auto"] | int = Field(
+    cpu_threads: Literal["auto", "fastest"] | int = Field(
         default="auto",
-        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else measured: the "
-        "first steps alternate one thread and one per core, and the faster per trained token (each at its "
-        "fastest step) is kept (train_results.json records the measurement).",
+        description="Torch threads when training on CPU. 'auto': OMP_NUM_THREADS if set, else one per core "
+        "this process may use, whatever the load, so reruns and resumed runs give the same weights. "
+        "'fastest' (not reproducible: results depend on the thread count): the first steps alternate one "
+        "thread and one per core and the faster per trained token is kept (train_results.json records the "
+        "measurement).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
@@ -260,9 +262,11 @@ class TrainConfig(Section):
     @field_validator("cpu_threads", mode="before")
     @classmethod
     def _check_threads(cls, value: object) -> object:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if value in ("auto", "fastest") or (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        ):
             return value
-        raise fail(f"expected 'auto' or a whole number >= 1, got {describe(value)}")
+        raise fail(f"expected 'auto', 'fastest' or a whole number >= 1, got {describe(value)}")
 
     @field_validator("gradient_checkpointing", "padding_free", mode="before")
     @classmethod

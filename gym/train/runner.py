@@ -126,6 +126,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.quiet import quiet_libraries
 
     quiet_libraries()
+    from transformers import set_seed
+
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter, trainable_parameters
     from gym.model.loading import load_model, load_tokenizer
@@ -134,7 +136,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
     from gym.train.resume import checkpoint_step, finished_run, planned_steps, restore_checkpoint
-    from gym.train.threads import fixed_threads, make_tuner
+    from gym.train.threads import fixed_threads, header_note, make_tuner
 
     check_trackers(config)
     output = config.output_path
@@ -143,6 +145,9 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)
     _note(f"data: {data.summary_line()}")
+    not_reproducible = header_note(config)
+    if not_reproducible:
+        _note(not_reproducible)
 
     # Marks the checkpoints written and picks the one resumed; the data's content hash (the prepared
     # cache key) is part of it, so an edited train.jsonl never resumes a checkpoint of the old rows.
@@ -155,9 +160,17 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         )
     log = TrainLog()
     progress = ProgressCallback(log, show=show_progress and is_main_process())
+
+    def model_with_adapter() -> Any:
+        model = load_model(config, for_training=True)
+        # The adapter's initial weights from train.seed, not from whatever the process drew before (the
+        # Trainer seeds only once it exists): every run of a config starts from the same weights.
+        set_seed(config.train.seed)
+        return apply_adapter(model, config)
+
     context = TrainContext(
         config,
-        lambda: apply_adapter(load_model(config, for_training=True), config),
+        model_with_adapter,
         tokenizer,
         data,
         checkpoint_dir,

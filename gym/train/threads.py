@@ -1,19 +1,26 @@
-"""Torch threads for CPU training: ``train.cpu_threads``, and what ``"auto"`` measures.
+"""Torch threads for CPU training: ``train.cpu_threads``, and what ``"auto"`` and ``"fastest"`` do.
 
-Which thread count trains fastest depends on the model and on the machine at that moment: on two free
-cores a 0.66M-parameter model trained 1.65x faster on two threads than on one (13,079 vs 7,938 tok/s,
-LLaMA-Factory, ../shared/peers/README.md), yet 8x slower when another process competed for the cores
-(OpenMP threads wait on each other; measured with Gym). So ``"auto"`` does not
-guess from the model's size: the first optimiser steps alternate the candidates (one thread, one per
-core) and the one with the least time per trained token is kept for the rest of the run, with one
-log line saying what was measured. ``OMP_NUM_THREADS`` in the environment is respected as it is.
+Reductions inside torch's CPU kernels (GEMMs, sums over a dimension) are split by thread count, so the
+same step on one thread and on two gives weights that differ in the last bits. A default that picked
+the count by timing therefore made two runs of one config end with different weights whenever the
+machine's load differed (3 weight hashes in 6 runs). ``"auto"`` is a rule instead: one thread per core
+this process may run on (:func:`usable_cores`, the CPU affinity mask, which a container's or ``taskset``'s
+limit sets), or ``OMP_NUM_THREADS`` when the environment sets it. Same machine, config, data and
+seed: same weights, and a resumed run ends where an uninterrupted one does.
+
+``"fastest"`` (opt-in) measures instead, because the best count depends on the model and on the machine
+at that moment: on two free cores a 0.66M-parameter model trained 1.65x faster on two threads than on
+one, yet 8x slower when another process competed for the cores (OpenMP threads wait on each other). Its
+runs are not reproducible, and the run says so when it starts. The first optimiser steps alternate the
+candidates (one thread, one per core) and the one with the least time per trained token is kept for the
+rest of the run, with one log line saying what was measured.
 
 A trial times the step's first forward pass, per token it computes; the backward and the rest of the
-step run on torch's default (one thread per core). Forward and backward scale alike with the thread
-count (one thread against two, steps alternated in one process: forward 1.50x, backward 1.49x, whole
-step 1.48x on the tiny model; 1.75x, 1.70x and 1.71x on a 26M Llama), so the forward ranks the
-candidates as whole steps would, and a slow candidate costs a slow forward instead of a slow step
-(about half). Without a model to hook (a trainer that passes none to its callbacks) the whole step is timed.
+step run on one thread per core. Forward and backward scale alike with the thread count (one thread
+against two, steps alternated in one process: forward 1.50x, backward 1.49x, whole step 1.48x on the
+tiny model; 1.75x, 1.70x and 1.71x on a 26M Llama), so the forward ranks the candidates as whole steps
+would, and a slow candidate costs a slow forward instead of a slow step (about half). Without a model
+to hook (a trainer that passes none to its callbacks) the whole step is timed.
 
 Each candidate is judged by its fastest trial per trained token: another process can only slow a step
 down, never speed it up, so the fastest trial is the one least disturbed. After each round (one step on
@@ -57,23 +64,53 @@ def _input_tokens(inputs: tuple, kwargs: dict[str, Any]) -> int:
     return int(ids.numel()) if hasattr(ids, "numel") else 0
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask), else the machine's: never the load on them."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity call (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def candidates() -> list[int]:
-    cores = os.cpu_count() or 1
-    return sorted({1, cores})
+    return sorted({1, usable_cores()})
 
 
 def fixed_threads(config: GymConfig) -> int | None:
-    """The thread count to set now, or None: leave torch as it is (GPU, OMP_NUM_THREADS, or measuring)."""
+    """The thread count to set now, or None: leave torch as it is (GPU, or OMP_NUM_THREADS set)."""
     import torch
 
     if torch.cuda.is_available():
         return None
     wanted = config.train.cpu_threads
-    if wanted != "auto":
+    if wanted not in ("auto", "fastest"):
         return int(wanted)
-    if os.environ.get("OMP_NUM_THREADS") or len(candidates()) == 1:
+    if os.environ.get("OMP_NUM_THREADS"):
         return None
-    return os.cpu_count() or 1
+    return usable_cores()  # 'fastest' starts here too: its trials leave every step but one forward on it
+
+
+def header_note(config: GymConfig) -> str | None:
+    """The line a run starts with when its weights will not be reproducible (``cpu_threads = 'fastest'``)."""
+    if config.train.cpu_threads != "fastest" or make_tuner_skips(config, None):
+        return None
+    return (
+        "train.cpu_threads = 'fastest': the thread count is measured on the first steps, so two runs of "
+        "this config can end with weights that differ in the last bits ('auto' or a number is reproducible)"
+    )
+
+
+def make_tuner_skips(config: GymConfig, total_steps: int | None) -> bool:
+    """Whether there is nothing to measure: a GPU, a fixed count, OMP_NUM_THREADS, one core, a short run."""
+    import torch
+
+    return (
+        torch.cuda.is_available()
+        or config.train.cpu_threads != "fastest"
+        or bool(os.environ.get("OMP_NUM_THREADS"))
+        or len(candidates()) == 1
+        or (total_steps is not None and 0 < total_steps < MIN_STEPS_TO_TUNE)
+    )
 
 
 def make_tuner(
@@ -83,20 +120,15 @@ def make_tuner(
     report: Callable[[str], None],
     clock: Callable[[], float] = time.perf_counter,
 ) -> Any | None:
-    """A callback that measures the thread counts on the first steps, or None when there is nothing to tune.
+    """For ``cpu_threads = 'fastest'``: a callback that measures the thread counts on the first steps, or None
+    when there is nothing to tune.
 
     ``report`` gets the one line that says what was chosen; the callback's ``measured`` (thread count ->
     seconds per token, and ``chosen``) goes into train_results.json.
     """
     import torch
 
-    if (
-        torch.cuda.is_available()
-        or config.train.cpu_threads != "auto"
-        or os.environ.get("OMP_NUM_THREADS")
-        or len(candidates()) == 1
-        or 0 < total_steps < MIN_STEPS_TO_TUNE
-    ):
+    if make_tuner_skips(config, total_steps):
         return None
     from transformers import TrainerCallback
 
@@ -212,7 +244,7 @@ def make_tuner(
             self.measured = {"chosen": self.chosen, "steps": [WARMUP_STEPS + 1, self.step],
                              "seconds_per_token": {str(c): v for c, v in cost.items()}}  # fmt: skip
             speed = ", ".join(f"{c} thread(s) {slowest / v:.2f}x" for c, v in sorted(cost.items()))
-            report(f"cpu_threads = 'auto' measured steps {WARMUP_STEPS + 1}-{self.step}: {speed}; "
+            report(f"cpu_threads = 'fastest' measured steps {WARMUP_STEPS + 1}-{self.step}: {speed}; "
                    f"training on {self.chosen}")  # fmt: skip
 
     return ThreadTuner()

@@ -1,4 +1,5 @@
-"""``train.cpu_threads = "auto"`` measures instead of guessing: the first steps try each thread count."""
+"""``train.cpu_threads``: ``"auto"`` is one thread per usable core whatever the load (reproducible);
+``"fastest"`` measures instead of guessing: the first steps try each thread count."""
 
 from __future__ import annotations
 
@@ -11,25 +12,29 @@ from typing import Any
 
 import pytest
 
+from gym.train.threads import usable_cores
 from tests.train.test_sft import _write
+
+FASTEST = 'cpu_threads = "fastest"'
 
 
 @pytest.mark.slow
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
-def test_auto_threads_are_measured_on_the_first_steps(tmp_path: Path) -> None:
-    config = _write(tmp_path, adapter="lora", steps=12, save_steps=1000)
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
+def test_fastest_threads_are_measured_on_the_first_steps(tmp_path: Path) -> None:
+    config = _write(tmp_path, adapter="lora", steps=12, save_steps=1000, extra=FASTEST)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env.update(GYM_CACHE_DIR=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
     done = subprocess.run([sys.executable, "-m", "gym", "train", str(config), "--no-progress"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     measured = json.loads((tmp_path / "out" / "train_results.json").read_text())["cpu_threads"]
-    cores = os.cpu_count()
+    cores = usable_cores()
     assert set(measured["seconds_per_token"]) == {"1", str(cores)}  # each candidate was timed
     costs = measured["seconds_per_token"]
     assert str(measured["chosen"]) == min(costs, key=costs.get)  # the faster per trained token is kept
     assert measured["steps"][0] == 2 and measured["steps"][1] <= 7  # fewer when one count is far slower
     assert f"training on {measured['chosen']}" in done.stderr
+    assert "train.cpu_threads = 'fastest': the thread count is measured" in done.stderr  # said up front
 
 
 @pytest.mark.slow
@@ -42,6 +47,23 @@ def test_pinned_threads_skip_the_measurement(tmp_path: Path) -> None:
     assert "cpu_threads" not in json.loads((tmp_path / "out" / "train_results.json").read_text())
 
 
+def test_auto_is_one_thread_per_usable_core_and_never_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default never times anything, so the machine's load cannot change the weights."""
+    from gym.config import load_config
+    from gym.train import threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000))
+    assert config.train.cpu_threads == "auto"
+    assert threads.fixed_threads(config) == len(os.sched_getaffinity(0))
+    assert threads.make_tuner(config, 100, lambda: 0, lambda line: None) is None
+    assert threads.header_note(config) is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads.fixed_threads(config) is None  # the environment's count, left to torch
+
+
 def tuned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds_per_step: dict[int, float], steps: int = 12
 ) -> tuple[Any, list[int], list[str]]:
@@ -52,7 +74,7 @@ def tuned(
     from gym.train import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # else the environment's count is kept, untuned
-    config = load_config(_write(tmp_path, adapter="lora", steps=steps, save_steps=1000))
+    config = load_config(_write(tmp_path, adapter="lora", steps=steps, save_steps=1000, extra=FASTEST))
     now, trained, used, lines = [0.0], [0], [], []
     tuner = threads.make_tuner(config, steps, lambda: trained[0], lines.append, clock=lambda: now[0])
     assert tuner is not None
@@ -70,9 +92,9 @@ def tuned(
     return tuner, used, lines
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 def test_a_far_slower_thread_count_is_tried_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cores = os.cpu_count() or 2
+    cores = usable_cores()
     tuner, used, lines = tuned(
         tmp_path, monkeypatch, {1: 0.1, cores: 3.4}
     )  # a loaded machine: many threads 34x slower
@@ -83,11 +105,11 @@ def test_a_far_slower_thread_count_is_tried_once(tmp_path: Path, monkeypatch: py
     assert "training on 1" in lines[0]
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 def test_a_clearly_faster_default_is_kept_after_one_round(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cores = os.cpu_count() or 2
+    cores = usable_cores()
     tuner, used, lines = tuned(
         tmp_path, monkeypatch, {1: 0.1, cores: 0.07}
     )  # two idle cores: the tiny model trains 1.3x faster on two threads, a 26M Llama 1.7x
@@ -98,9 +120,9 @@ def test_a_clearly_faster_default_is_kept_after_one_round(
     assert f"training on {cores}" in lines[0]
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 def test_leaving_the_default_takes_two_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cores = os.cpu_count() or 2
+    cores = usable_cores()
     tuner, used, lines = tuned(tmp_path, monkeypatch, {1: 0.07, cores: 0.1})  # a busy machine: one is faster
     assert tuner.chosen == 1
     assert used[1:5].count(1) == 2 and used[1:5].count(cores) == 2
@@ -109,11 +131,11 @@ def test_leaving_the_default_takes_two_rounds(tmp_path: Path, monkeypatch: pytes
     assert "training on 1" in lines[0]
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 def test_close_thread_counts_are_each_tried_three_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cores = os.cpu_count() or 2
+    cores = usable_cores()
     tuner, used, _ = tuned(tmp_path, monkeypatch, {1: 0.1, cores: 0.09})  # 1.11x: within step-to-step noise
     assert tuner.chosen == cores
     assert used[1:7].count(1) == 3 and used[1:7].count(cores) == 3
@@ -127,7 +149,7 @@ def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: list[float]
     from gym.train import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000))
+    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000, extra=FASTEST))
     durations = iter([*times, *[times[-1]] * 12])
     now, trained = [0.0], [0]
     tuner = threads.make_tuner(config, 12, lambda: trained[0], lambda line: None, clock=lambda: now[0])
@@ -145,7 +167,7 @@ def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: list[float]
     return tuner
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 @pytest.mark.parametrize(
     "second",
     [
@@ -160,12 +182,12 @@ def test_a_disturbed_first_round_is_settled_by_the_fastest_steps(
     """Warm-up, then one thread, two threads (``second``), one thread, two threads (0.07): the fastest steps
     of each count, 0.10 against 0.07, decide for two threads after two rounds."""
     tuner = scripted(tmp_path, monkeypatch, [1.0, 0.10, second, 0.10, 0.07, 0.10, 0.07])
-    assert tuner.chosen == os.cpu_count()
+    assert tuner.chosen == usable_cores()
     assert tuner.measured["steps"] == [2, 5]
-    assert tuner.measured["seconds_per_token"][str(os.cpu_count())] == pytest.approx(0.07 / 100)
+    assert tuner.measured["seconds_per_token"][str(usable_cores())] == pytest.approx(0.07 / 100)
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is only one thread count to use")
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: there is only one thread count to use")
 def test_a_trial_runs_only_the_forward_on_the_candidate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,8 +199,8 @@ def test_a_trial_runs_only_the_forward_on_the_candidate(
     from gym.train import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cores = os.cpu_count() or 2
-    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000))
+    cores = usable_cores()
+    config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000, extra=FASTEST))
     now, forwards, rest = [0.0], [], []
     forward_seconds = {1: 0.05, cores: 0.03}  # per forward of 60 attended tokens: two threads 1.67x faster
 
