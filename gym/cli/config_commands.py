@@ -95,9 +95,20 @@ def _summary(config: GymConfig) -> None:
 
 def _warnings(config: GymConfig) -> list[str]:
     """Things that are valid but probably not what the user wants; shown, never fatal."""
+    from gym.config.errors import shorten
+
     notes = []
     for index, dataset in enumerate(config.datasets):
-        if dataset.path is not None and not config.resolve_path(dataset.path).exists():
+        if dataset.path is None:
+            continue
+        try:
+            exists = config.resolve_path(dataset.path).exists()
+        except (OSError, RuntimeError):  # longer than the file system's path limit, a symlink loop
+            notes.append(
+                f"datasets.{index}.path: {shorten(dataset.path)} cannot be looked up (too long a path?)"
+            )
+            continue
+        if not exists:
             notes.append(f"datasets.{index}.path: {dataset.path} does not exist (yet)")
     compute = config.compute
     if compute is not None and compute.use_spot and not compute.managed:

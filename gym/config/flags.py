@@ -253,17 +253,24 @@ def _from_dataset_info(name: str, entry: dict[str, Any], folder: Path) -> dict[s
 
 def resolve_dataset(name: str, dataset_dir: str | None) -> dict[str, Any]:
     """``--dataset NAME``: an entry of ``<dataset_dir>/dataset_info.json``, else a local file or folder."""
+    from gym.config.paths import cut, name_too_long
+
     folder = Path(dataset_dir or "data")
     info_file = folder / "dataset_info.json"
-    if info_file.is_file():
+    try:  # the file system refuses a name over 255 bytes with OSError: one sentence instead
+        is_info, path = info_file.is_file(), Path(name).expanduser()
+        exists = path.exists()
+    except OSError:
+        problem = name_too_long(str(folder)) or name_too_long(name)
+        raise ValueError(problem or f"{cut(name)!r} cannot be looked up as a file") from None
+    if is_info:
         try:
             info = json.loads(info_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise ValueError(f"{info_file} is not valid JSON ({error})") from None
         if name in info:
             return _from_dataset_info(name, info[name], folder)
-    path = Path(name).expanduser()
-    if path.exists():
+    if exists:
         from gym.data.sniff import SniffError, sniff_format
 
         try:
@@ -276,4 +283,4 @@ def resolve_dataset(name: str, dataset_dir: str | None) -> dict[str, Any]:
             "format": fmt,
         }
     where = f"{info_file}" if info_file.is_file() else f"{folder}/dataset_info.json (not found)"
-    raise ValueError(f"{name!r} is neither a dataset in {where} nor an existing file or folder")
+    raise ValueError(f"{cut(name)!r} is neither a dataset in {where} nor an existing file or folder")

@@ -127,7 +127,13 @@ def batching_issues(config: GymConfig) -> list[Issue]:
 
 def cross_field_issues(config: GymConfig) -> list[Issue]:
     """Rules that tie keys of different tables together, each reported at the key to change."""
+    from gym.config.paths import forbidden_output
+
     issues: list[Issue] = []
+    assert config.project.output_dir is not None
+    forbidden = forbidden_output(config.project.output_dir, config.output_path)
+    if forbidden:
+        issues.append((("project", "output_dir"), forbidden))
     train = config.train
     allowed = FORMATS_BY_METHOD[train.method]
     seen_names: dict[str, int] = {}

@@ -82,6 +82,22 @@ class ProjectConfig(Section):
         "Default: outputs/<name>.",
         examples=["outputs/support-bot"],
     )
+    allow_output_outside: bool = Field(
+        default=False,
+        description="Let the web UI save a gym.toml whose output_dir lies outside the gym.toml's folder "
+        "(refused there by default: a browser user edits that file). The command line always allows it. "
+        "A filesystem root, a system folder or the home folder itself is refused everywhere.",
+    )
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, value: str | None) -> str | None:
+        from gym.config.paths import name_too_long
+
+        problem = name_too_long(value) if value is not None else None
+        if problem:
+            raise fail(problem)
+        return value
 
     @field_validator("name")
     @classmethod
@@ -213,6 +229,16 @@ class DatasetConfig(Section):
         default_factory=dict,
         description="Values for {{name}}-style placeholders in the rows, e.g. { name = 'Gym', author = 'Zoo' }.",
     )
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str | None) -> str | None:
+        from gym.config.paths import name_too_long
+
+        problem = name_too_long(value) if value is not None else None
+        if problem:
+            raise fail(problem)
+        return value
 
     @model_validator(mode="before")
     @classmethod

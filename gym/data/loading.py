@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from gym.config.reading import display_path
 from gym.config.root import resolve_against
 from gym.config.sections import DatasetConfig
 from gym.data.example import Example
@@ -54,7 +55,8 @@ def local_path(dataset: DatasetConfig, base_dir: Path) -> Path:
     except (OSError, RuntimeError, ValueError):  # a symlink loop or a NUL in the path, met by resolve()
         path = Path(base_dir) / str(dataset.path)
         raise DataError(
-            f"dataset {dataset.name!r}: {path} {path_problem(path) or 'cannot be resolved'}; check path in gym.toml"
+            f"dataset {dataset.name!r}: {display_path(path)} {path_problem(path) or 'cannot be resolved'}; "
+            "check path in gym.toml"
         ) from None
 
 
@@ -66,7 +68,7 @@ def data_files(path: Path, name: str) -> tuple[str, list[str]]:
     """
     problem = path_problem(path)
     if problem is not None:
-        raise DataError(f"dataset {name!r}: {path} {problem}; check path in gym.toml")
+        raise DataError(f"dataset {name!r}: {display_path(path)} {problem}; check path in gym.toml")
     files = (
         sorted(p for p in path.iterdir() if p.is_file() and p.suffix in BUILDERS) if path.is_dir() else [path]
     )

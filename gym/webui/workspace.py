@@ -125,7 +125,22 @@ class Workspace:
             config = build_config(data, source=source, positions=positions, config_path=self.path)
         except ConfigError as error:
             return Validation([str(issue) for issue in error.issues])
-        return Validation(config=config)
+        outside = self._output_outside(config, positions, source)
+        return Validation([outside], config) if outside else Validation(config=config)
+
+    def _output_outside(self, config: GymConfig, positions: Any, source: str) -> str | None:
+        """The problem line when the run would write outside this gym.toml's folder (a browser user edits
+        the file: its output stays beside it unless ``project.allow_output_outside``)."""
+        from gym.config.errors import ConfigIssue
+        from gym.config.paths import outside_folder
+
+        folder = self.path.resolve().parent
+        if config.project.allow_output_outside or not outside_folder(config.output_path, folder):
+            return None
+        line, column = positions.find(("project", "output_dir"))
+        return str(ConfigIssue(source, "project.output_dir", (
+            f"{config.project.output_dir!r} is outside the folder of this gym.toml; the web UI "
+            "writes only inside it (set project.allow_output_outside = true to allow it)"), line, column))  # fmt: skip
 
     def config(self) -> GymConfig:
         """The saved file's config (raises ConfigError): what `gym train` would run now."""
