@@ -99,9 +99,16 @@ def _report_target(request: LaunchRequest):
 
 def launch_here(request: LaunchRequest) -> LaunchOutcome:
     """train → eval → card → push + Space on this runner; the eval table is ready when it returns."""
+    import os
+
     from gym.eval.gates import GatesFailed
     from gym.launch.local import run_local
+    from gym.launch.task import secret_specs
 
+    # The run reads its secrets (the hf-token input's HF_TOKEN, ...) from the environment, as on a node.
+    for spec in secret_specs(request.config):
+        if request.env.get(spec.name):
+            os.environ[spec.name] = request.env[spec.name]
     try:
         outcomes = run_local(request.config, echo=request.echo)
     except GatesFailed as failed:  # evaluated, not pushed: the comment and the status show why
