@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -12,9 +12,27 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
     from gym.config.errors import ConfigError
 
+
+class RedactingConsole(Console):
+    """A rich Console whose every rendered line has known secret values and secret shapes replaced by
+    ``***`` (:func:`gym.config.errors.redact`): whatever key a secret was interpolated into, and whatever
+    command prints it (a plan, a summary, a task YAML), it never reaches the terminal or a log."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Text is redacted before it is laid out too, so a secret wrapped over two lines is still caught."""
+        from gym.config.errors import redact
+
+        super().print(*(redact(o) if isinstance(o, str) else o for o in objects), **options)
+
+    def _render_buffer(self, buffer: Any) -> str:
+        from gym.config.errors import redact
+
+        return redact(super()._render_buffer(buffer))
+
+
 # emoji=False: user text such as ':100:' in a value is printed as typed, never turned into an emoji.
-console = Console(emoji=False)
-errors = Console(stderr=True, emoji=False)
+console = RedactingConsole(emoji=False)
+errors = RedactingConsole(stderr=True, emoji=False)
 
 CONFIG_AND_FLAGS = typer.Argument(
     None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -37,9 +38,58 @@ def looks_like_secret(text: str) -> bool:
     )
 
 
+# Environment variables that hold secrets whatever the config says: the defaults of Gym's ``*_env`` keys,
+# the Hub's and GitHub's tokens, and the trackers' and API providers' keys.
+SECRET_VARIABLES = {
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GYM_API_KEY", "GYM_REPORT_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WANDB_API_KEY", "COMET_API_KEY", "NEPTUNE_API_TOKEN",
+    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+}  # fmt: skip
+MIN_SECRET = 6  # shorter values are left alone: redacting "main" or "1234" everywhere would garble messages
+
+
+def remember_secret_variables(names: object) -> None:
+    """Add the variables a config names in its ``*_env`` keys: their values are redacted from now on."""
+    if isinstance(names, str):
+        SECRET_VARIABLES.add(names)
+    else:
+        SECRET_VARIABLES.update(name for name in names if isinstance(name, str))  # type: ignore[attr-defined]
+
+
+def secret_env_names(data: object) -> list[str]:
+    """The values of every ``*_env`` key in raw config data: the names of variables holding secrets."""
+    found: list[str] = []
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and key.endswith("_env") and isinstance(value, str):
+                    found.append(value)
+                else:
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def known_secret_values() -> tuple[str, ...]:
+    """The values of the secret variables set in the environment now, with the lower-cased and slugged
+    forms a hint could make of them (a project name suggestion slugs what it was given)."""
+    values = {os.environ.get(name, "") for name in SECRET_VARIABLES}
+    forms = {
+        form
+        for value in values
+        if len(value) >= MIN_SECRET
+        for form in (value, value.lower(), re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-"))
+    }
+    return tuple(form for form in forms if len(form) >= MIN_SECRET)
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with known secret values and secret-shaped strings replaced by ``***``."""
-    for secret in sorted(secrets, key=len, reverse=True):
+    """``text`` with known secret values (``secrets``, and the values of :data:`SECRET_VARIABLES` in the
+    environment) and secret-shaped strings replaced by ``***``. The one redaction every output goes through."""
+    for secret in sorted({*secrets, *known_secret_values()}, key=len, reverse=True):
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     text = SECRET_PATTERNS.sub("***", text)

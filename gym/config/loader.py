@@ -18,7 +18,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from gym.config.envvars import expand_env
-from gym.config.errors import ConfigError, ConfigIssue, redact, shorten
+from gym.config.errors import (
+    ConfigError,
+    ConfigIssue,
+    redact,
+    remember_secret_variables,
+    secret_env_names,
+    shorten,
+)
 from gym.config.messages import clean_loc, sentence
 from gym.config.positions import Positions
 from gym.config.reading import (  # noqa: F401 - parse_toml re-exported for callers
@@ -96,6 +103,9 @@ def build_config(
             raise ConfigError.single(
                 COMMAND_LINE, f"cannot set it: {error.args[0]}", f"{key} ({override.flag})"
             ) from None
+    remember_secret_variables(
+        secret_env_names(raw)
+    )  # their values are redacted from every output from now on
     raw, expansion = expand_env(raw, os.environ if env is None else env)
     # Expanded values never appear in messages, nor the lower-cased or slugged forms a hint could make.
     secrets = tuple(

@@ -77,8 +77,10 @@ def _tell(label: str, style: str, message: str) -> None:
         from rich.console import Console
         from rich.text import Text
 
+        from gym.config.errors import redact
+
         Console(stderr=True).print(
-            Text.assemble((label, style), " ", message), highlight=False, soft_wrap=True
+            Text.assemble((label, style), " ", redact(message)), highlight=False, soft_wrap=True
         )
 
 
