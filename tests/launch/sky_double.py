@@ -142,10 +142,19 @@ class SkyDouble:
         self.server.server_close()
 
     # -- jobs ---------------------------------------------------------------------------------------
-    def add_job(self, name: str, lines: list[str], status: str = "SUCCEEDED", recovery_count: int = 0) -> Job:
-        """A canned job (for status and log tests); ``status`` RUNNING keeps its log open until ``finish``."""
+    def add_job(
+        self,
+        name: str,
+        lines: list[str],
+        status: str = "SUCCEEDED",
+        recovery_count: int = 0,
+        managed: bool = True,
+    ) -> Job:
+        """A canned job (for status and log tests); ``status`` RUNNING keeps its log open until ``finish``;
+        ``managed=False``: a job on the cluster ``name`` (``/cancel`` and ``/logs`` find it there)."""
         with self.lock:
-            job = Job(job_id=len(self.jobs) + 1, name=name, lines=list(lines), recovery_count=recovery_count)
+            job = Job(job_id=len(self.jobs) + 1, name=name, lines=list(lines), recovery_count=recovery_count,
+                      managed=managed)  # fmt: skip
             self.jobs[job.job_id] = job
         job.status = status
         if status in TERMINAL:
@@ -157,8 +166,8 @@ class SkyDouble:
         return self.accelerators is None or not wanted or bool(wanted & self.accelerators)
 
     def launch(self, task: dict[str, Any], name: str, *, managed: bool = True) -> Job:
-        job = self.add_job(name, [], status="PENDING")
-        job.task, job.managed = task, managed
+        job = self.add_job(name, [], status="PENDING", managed=managed)
+        job.task = task
         threading.Thread(target=self._execute, args=(job,), daemon=True).start()
         return job
 

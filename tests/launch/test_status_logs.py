@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -96,3 +97,22 @@ def test_status_without_compute_is_one_sentence(project, sky_env) -> None:
     path = project("")
     done = gym(["status", "gym.toml"], path.parent, sky_env)
     assert done.returncode == 1 and "has no [compute] table" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cancel_of_a_job_on_the_runs_cluster_goes_through_skypilots_cancel(
+    project, sky_env, tmp_path
+) -> None:
+    """The Action's cancel for a cluster run (``sky.cancel``): the job is CANCELLED, `gym logs` exits 103."""
+    path = project(CLUSTER)
+    with SkyDouble(tmp_path) as sky:
+        job = sky.add_job("gym-demo", ["step 1\n"], status="RUNNING", managed=False)
+        env = {**sky_env, "SKYPILOT_API_SERVER_ENDPOINT": sky.endpoint}
+        code = "from gym.launch.cloud import cancel_job; cancel_job('gym-demo', 1, managed=False)"
+        cancel = subprocess.run([sys.executable, "-c", code], cwd=path.parent, env=env, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        logs = gym(["logs", "gym.toml"], path.parent, env)
+    assert cancel.returncode == 0, cancel.stderr
+    body = json.loads(next(c["body"] for c in sky.calls if c["path"] == "/cancel"))
+    assert body["cluster_name"] == "gym-demo" and body["job_ids"] == [1]
+    assert job.status == "CANCELLED"
+    assert logs.returncode == 103 and "job 1 ended CANCELLED: it was cancelled" in logs.stderr
