@@ -42,8 +42,12 @@ def _is_under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def forbidden_output(value: str, resolved: Path) -> str | None:
-    """Why ``project.output_dir`` (as written, and resolved) may never be written to, or None."""
+def forbidden_output(value: str, resolved: Path, config_folder: Path | None = None) -> str | None:
+    """Why ``project.output_dir`` (as written, and resolved) may never be written to, or None.
+
+    ``config_folder`` (the gym.toml's) is refused too, and every folder above it: Gym writes gym.toml,
+    README.md and the weights into the output folder, over the project's own files of those names.
+    """
     windows = PureWindowsPath(value)
     if windows.drive and windows.parts[1:2] and windows.parts[1].lower() in WINDOWS_SYSTEM:
         return f"'{cut(value)}' is a system folder; write the run's files to a folder of your project"
@@ -57,6 +61,11 @@ def forbidden_output(value: str, resolved: Path) -> str | None:
         return f"'{cut(value)}' is your home folder itself; name a folder inside it, e.g. '~/gym-runs/<name>'"
     if any(_is_under(text, folder) for folder in SYSTEM_FOLDERS) or text in NOT_ITSELF:
         return f"'{cut(value)}' is a system folder; write the run's files to a folder of your project"
+    if config_folder is not None and not outside_folder(config_folder, resolved):
+        return (
+            f"'{cut(value)}' holds this gym.toml; Gym writes gym.toml, README.md and the weights into the "
+            "output folder: name a subfolder, such as outputs/<name>"
+        )
     return None
 
 

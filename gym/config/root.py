@@ -131,7 +131,7 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
 
     issues: list[Issue] = []
     assert config.project.output_dir is not None
-    forbidden = forbidden_output(config.project.output_dir, config.output_path)
+    forbidden = forbidden_output(config.project.output_dir, config.output_path, config.base_dir.resolve())
     if forbidden:
         issues.append((("project", "output_dir"), forbidden))
     train = config.train

@@ -195,6 +195,26 @@ def checkpoints(folder: Path) -> list[tuple[int, Path, bool]]:
     return sorted(found)
 
 
+OWNER = (
+    "gym_checkpoints.txt"  # in the checkpoints folder: its checkpoint-N folders are Gym's to resume or remove
+)
+
+
+def claim_checkpoint_folder(folder: Path) -> None:
+    """Mark ``folder`` as the run's checkpoint folder, refusing one whose ``checkpoint-N`` folders Gym did
+    not write: resuming would load them, and cleaning up or rotating (save_total_limit) would delete them."""
+    found = checkpoints(folder)
+    if found and not (folder / OWNER).is_file() and not any(done for _, _, done in found):
+        names = ", ".join(path.name for _, path, _ in found[:3]) + (", ..." if len(found) > 3 else "")
+        raise ResumeError(
+            f"{folder} holds checkpoint folders Gym did not write ({names}); Gym would resume from them "
+            "or delete them: move them elsewhere, or set project.output_dir to another folder"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / OWNER).is_file():
+        atomic_write_text(folder / OWNER, "Checkpoints written by Gym: it resumes from and removes them.\n")
+
+
 def resume_point(
     folder: Path,
     resume: str,

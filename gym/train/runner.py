@@ -133,7 +133,12 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter, trainable_parameters
     from gym.model.loading import load_model, load_tokenizer
-    from gym.train.checkpoints import CompleteCheckpoints, resume_point, training_fingerprint
+    from gym.train.checkpoints import (
+        CompleteCheckpoints,
+        claim_checkpoint_folder,
+        resume_point,
+        training_fingerprint,
+    )
     from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
@@ -143,6 +148,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     check_trackers(config)
     output = config.output_path
     checkpoint_dir = output / "checkpoints"
+    claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer)

@@ -119,3 +119,38 @@ def test_the_web_ui_saves_an_output_dir_outside_its_folder_only_when_allowed(tmp
     path.write_text(outside)
     result = runner.invoke(app, ["validate", str(path), "-q"])
     assert result.exit_code == 0, result.output
+
+
+def test_training_never_takes_over_checkpoints_it_did_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """checkpoint-N folders of another tool in the checkpoints folder: resuming would load them, cleaning up
+    or rotating would delete them. gym train refuses, and leaves every byte where it was."""
+    monkeypatch.chdir(tmp_path)
+    _toml(tmp_path / "gym.toml")
+    foreign = tmp_path / "outputs" / "run" / "checkpoints" / "checkpoint-500"
+    foreign.mkdir(parents=True)
+    (foreign / "optimizer.pt").write_bytes(b"someone else's state")
+    folder = foreign.parent
+    assert _gym("train", "gym.toml") == [
+        f"error {folder} holds checkpoint folders Gym did not write (checkpoint-500); Gym would resume from "
+        "them or delete them: move them elsewhere, or set project.output_dir to another folder"
+    ]
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == [
+        "checkpoint-500",
+        "checkpoint-500/optimizer.pt",
+    ]
+    assert (foreign / "optimizer.pt").read_bytes() == b"someone else's state"
+
+
+def test_an_output_dir_holding_the_gym_toml_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gym writes gym.toml and README.md into the output folder: never over the project's own."""
+    monkeypatch.chdir(tmp_path)
+    _toml(tmp_path / "gym.toml", output_dir=".")
+    assert _gym("validate", "gym.toml") == [
+        "gym.toml:4:14: project.output_dir: '.' holds this gym.toml; Gym writes gym.toml, README.md and the "
+        "weights into the output folder: name a subfolder, such as outputs/<name>",
+        "1 problem found",
+    ]
