@@ -73,10 +73,19 @@ def _launch_local(config: GymConfig, force: bool) -> None:
         from gym.eval import EvalError
     except ImportError:  # evaluation extra not installed: its stage reports itself
         EvalError = RuntimeError  # noqa: N806
+    from gym.train.termination import Terminated, die_by_sigterm, sigterm_raises, where_a_rerun_resumes
+
     try:
-        outcomes = run_local(config, force=force, echo=_plain(console))
+        with sigterm_raises():
+            outcomes = run_local(config, force=force, echo=_plain(console))
     except (DataError, ModelError, ResumeError, EvalError, DeployError, ValueError) as error:
         raise fail(str(error)) from None
+    except Terminated:
+        where = where_a_rerun_resumes(config.output_path / "checkpoints", config.train.resume)
+        errors.print(
+            f"stopped: gym launch received SIGTERM; {where}", markup=False, highlight=False, soft_wrap=True
+        )
+        die_by_sigterm()
     console.print(summary_table(config, outcomes))
 
 
