@@ -8,7 +8,6 @@ user edits, also keeps the output inside the gym.toml's folder unless ``project.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 NAME_MAX = 255  # bytes in one file or folder name on Linux, macOS and Windows file systems
@@ -56,7 +55,10 @@ def forbidden_output(value: str, resolved: Path, config_folder: Path | None = No
     text = resolved.as_posix()
     if resolved.parent == resolved:
         return f"'{cut(value)}' is the root of the file system; write the run's files to a folder of your project"
-    home = Path.home().resolve().as_posix() if "HOME" in os.environ or os.name != "nt" else ""
+    try:
+        home = Path.home().resolve().as_posix()
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        home = ""
     if text == home:
         return f"'{cut(value)}' is your home folder itself; name a folder inside it, e.g. '~/gym-runs/<name>'"
     if any(_is_under(text, folder) for folder in SYSTEM_FOLDERS) or text in NOT_ITSELF:
