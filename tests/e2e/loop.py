@@ -3,7 +3,8 @@
 - GitHub: :class:`tests.action.github_server.FakeGitHub` (PyGithub), plus commit statuses.
 - SkyPilot: :class:`tests.launch.sky_double.SkyDouble` (SkyPilot's SDK), which runs the task as its node.
 - Hub: :class:`tests.hub.hub_double.HubDouble` (huggingface_hub), private repos, uploads and downloads.
-- The Space: downloaded from the Hub double and started with uvicorn with exactly the secrets deploy set.
+- The Space: downloaded from the Hub double, its requirements installed into a fresh venv, started with
+  ``python app.py`` (:mod:`tests.space_runtime`) and exactly the secrets deploy set.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import space_runtime
 from tests.action.github_server import FakeGitHub
 from tests.conftest import REPO
+from tests.space_runtime import RunningSpace, wait_healthy  # noqa: F401 - the tests' Space helpers
 
 GITHUB_TOKEN = "ghs_" + "G" * 36
 HF_TOKEN = "hf_" + "W" * 34  # writes: pushes the model and the Space
@@ -145,90 +148,31 @@ def assert_no_secret(where: str, blob: bytes | str) -> None:
         assert secret.encode() not in data, f"a secret value leaked into {where}"
 
 
-@dataclass
-class Space:
-    process: subprocess.Popen
-    url: str
-    folder: Path
-
-    def stop(self) -> str:
-        self.process.terminate()
-        try:
-            out, err = self.process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            out, err = self.process.communicate()
-        return (out or "") + (err or "")
-
-
-def start_space(space_repo: str, hub_url: str, secrets: dict[str, str], root: Path, cache: Path) -> Space:
-    """Download the Space as the Hub would build it and start it with exactly its secrets (nothing else secret)."""
+def start_space(
+    space_repo: str, hub_url: str, secrets: dict[str, str], root: Path, cache: Path
+) -> RunningSpace:
+    """Download the Space from the Hub and start it as the Hub does (its requirements in a fresh venv,
+    ``python app.py``) with exactly its secrets (nothing else secret)."""
     from huggingface_hub import snapshot_download
 
     folder = Path(snapshot_download(space_repo, repo_type="space", local_dir=root / "space",
                                     endpoint=hub_url, token=HF_TOKEN))  # fmt: skip
-    port = free_port()
-    home = root / "space-home"
-    home.mkdir(exist_ok=True)
-    env = {"PATH": venv_path(), "HOME": str(home), "HF_ENDPOINT": hub_url, "HF_HUB_OFFLINE": "0",
-           "HF_HUB_DISABLE_TELEMETRY": "1", "GYM_CACHE_DIR": str(cache), "GRADIO_ANALYTICS_ENABLED": "False",
-           "OMP_NUM_THREADS": "1", "PORT": str(port), **secrets}  # fmt: skip
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    return Space(process, f"http://127.0.0.1:{port}", folder)
+    env = {"HF_ENDPOINT": hub_url, "HF_HUB_OFFLINE": "0", "GYM_CACHE_DIR": str(cache), **secrets}
+    return space_runtime.start_space(folder, free_port(), env, home=root / "space-home")
 
 
-def wait_healthy(space: Space, timeout: float = 240) -> None:
-    import time
+def chat_in_browser(url: str, key: str | None, message: str, screenshot: Path, max_tokens: int = 16) -> str:
+    """Open the Space's chat in headless Chromium (Playwright), log in with the key, send a message at
+    temperature 0, and return the bot's reply as shown on the page."""
+    from tests.browser import open_page
 
-    import httpx
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if space.process.poll() is not None:
-            raise AssertionError("the Space exited:\n" + space.stop()[-4000:])
-        try:
-            if httpx.get(space.url + "/health", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise AssertionError("the Space never became healthy:\n" + space.stop()[-4000:])
-
-
-def chat_in_browser(url: str, key: str | None, message: str, screenshot: Path) -> str:
-    """Open the Space's chat in headless Chromium (Playwright), log in with the key, send a message,
-    and return the bot's reply as shown on the page."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                             args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
-        try:
-            page = browser.new_page()
-            page.goto(url + "/", wait_until="networkidle", timeout=120_000)
-            if key is not None:
-                page.locator("input[type=password]").wait_for(timeout=60_000)
-                page.locator("input").first.fill("reviewer")
-                page.locator("input[type=password]").fill(key)
-                page.get_by_role("button", name=re.compile("login", re.I)).click()
-            box = page.locator("textarea").first
-            box.wait_for(timeout=120_000)
-            box.fill(message)
-            box.press("Enter")
-            bot = page.locator("[data-testid='bot']").last
-            bot.wait_for(timeout=120_000)
-            page.wait_for_function(
-                "() => { const m = document.querySelectorAll(\"[data-testid='bot']\");"
-                " return m.length && m[m.length - 1].innerText.trim().length > 0; }",
-                timeout=120_000,
-            )
-            page.screenshot(path=str(screenshot))
-            return bot.inner_text()
-        finally:
-            browser.close()
+    with open_page() as page:
+        page.goto(url + "/", wait_until="networkidle", timeout=120_000)
+        if key is not None:
+            space_runtime.log_in(page, key)
+        shown = space_runtime.chat_on_page(page, message, temperature=0, max_tokens=max_tokens)
+        page.screenshot(path=str(screenshot))
+        return shown
 
 
 def login_refused(url: str, wrong_key: str) -> bool:

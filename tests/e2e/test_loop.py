@@ -6,7 +6,8 @@ Every service is a double on 127.0.0.1 driven by its real client: the action's e
 subprocess talks to the recording GitHub API (PyGithub) and to the SkyPilot double (SkyPilot's SDK),
 which runs the task's ``run`` as its node; `gym launch` on that node trains with torchrun (gloo, CPU)
 and pushes to the Hub double (huggingface_hub); the Space is downloaded from the Hub double and
-started with uvicorn and exactly the secrets deploy gave it, then driven with ``openai`` and Chromium.
+installed from its own requirements.txt into a fresh venv and started with ``python app.py`` and exactly
+the secrets deploy gave it, then driven with ``openai`` and Chromium.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.e2e import loop as e2e
 from tests.e2e.loop import GitHubWithStatuses
 from tests.hub.hub_double import TESTER, HubDouble
 from tests.launch.sky_double import SkyDouble
+from tests.space_runtime import api_answer
 
 pytestmark = pytest.mark.slow
 
@@ -207,14 +209,15 @@ def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(lo
 
         client = openai.OpenAI(base_url=space.url + "/v1", api_key=e2e.API_KEY, max_retries=0, timeout=120)
         assert [m.id for m in client.models.list().data] == [MODEL]
-        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Reverse: a b"}],
-                                               max_tokens=8, temperature=0)  # fmt: skip
-        assert reply.choices[0].message.content is not None
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=space.url + "/v1", api_key="sk-wrong", max_retries=0).models.list()
         assert e2e.login_refused(space.url, "sk-wrong")
-        shown = e2e.chat_in_browser(space.url, e2e.API_KEY, "Reverse: c d", loop.root / "chat.png")
-        assert shown.strip()
+        # the chat at temperature 0 shows what the API answers to the same message, not the message
+        expected = api_answer(space.url, e2e.API_KEY, MODEL, "Reverse: c d", max_tokens=16)
+        shown = e2e.chat_in_browser(
+            space.url, e2e.API_KEY, "Reverse: c d", loop.root / "chat.png", max_tokens=16
+        )
+        assert shown == expected and shown != "Reverse: c d"
         assert any(path.endswith("adapter_model.safetensors") for path in state.downloads)
     finally:
         space_log = space.stop()
@@ -351,12 +354,12 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
                         loop.root, loop.cache)  # fmt: skip
     try:
         e2e.wait_healthy(space)
-        import openai
 
-        client = openai.OpenAI(base_url=space.url + "/v1", api_key="unused", max_retries=0, timeout=120)
-        reply = client.chat.completions.create(model="acme/tf-bot", messages=[{"role": "user", "content": "hi"}],
-                                               max_tokens=4)  # fmt: skip
-        assert reply.choices[0].message.content is not None
+        from gradio_client import Client
+
+        # the library reaches the chat and the API alike: at temperature 0 they give the same answer
+        expected = api_answer(space.url, "unused", "acme/tf-bot", "hi", max_tokens=4)
+        assert Client(space.url + "/", verbose=False).predict("hi", 0.0, 4, api_name="/chat") == expected
     finally:
         space_log = space.stop()
     shutil.rmtree(loop.root / "space", ignore_errors=True)

@@ -1,6 +1,6 @@
 """A local stand-in for the Hugging Face Hub, driven by ``huggingface_hub``: the routes `HfApi` calls for
 create_repo, upload_folder / create_commit (preupload, the LFS batch API, commit), add_space_secret and
-request_space_hardware, and the download side (repo info, ``resolve``) that ``snapshot_download`` and
+request_space_hardware, and the download side (repo info, ``tree``, ``resolve``) that ``snapshot_download`` and
 ``hf_hub_download`` use, recording what it got.
 
 As strict as the Hub where Gym could get it wrong:
@@ -269,6 +269,44 @@ def create_hub_app(state: HubState):
             "siblings": [sibling(path) for path in sorted(files)],
         }
 
+    @app.get("/api/{kind}s/{owner}/{name}/tree/{revision}")
+    async def tree(
+        kind: str, owner: str, name: str, revision: str, request: Request, recursive: bool = False
+    ):
+        """The repo's files and folders, as ``list_repo_tree`` reads them (``snapshot_download`` of
+        huggingface_hub 1.x+ lists a repo this way before downloading it)."""
+        key = f"{kind}:{owner}/{name}"
+        allowed = readable(key, request)
+        if isinstance(allowed, JSONResponse):
+            return allowed
+        if not allowed:
+            return missing()
+        files, lfs = state.files.get(key, {}), state.lfs_files.get(key, set())
+
+        def blob(content: bytes) -> str:
+            return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+        entries: list[dict[str, Any]] = []
+        folders: set[str] = set()
+        for path in sorted(files):
+            parts = path.split("/")
+            folders.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+            if len(parts) > 1 and not recursive:
+                continue
+            content = files[path]
+            entry: dict[str, Any] = {"type": "file", "path": path, "size": len(content), "oid": blob(content)}
+            if path in lfs:
+                sha256 = hashlib.sha256(content).hexdigest()
+                pointer = (
+                    f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(content)}\n"
+                )
+                entry["oid"] = blob(pointer.encode())
+                entry["lfs"] = {"oid": sha256, "size": len(content), "pointerSize": len(pointer)}
+            entries.append(entry)
+        shown = sorted(folders) if recursive else sorted(f for f in folders if "/" not in f)
+        entries += [{"type": "directory", "path": f, "oid": blob(f.encode()), "size": 0} for f in shown]
+        return entries
+
     async def resolve(kind: str, owner: str, name: str, path: str, request: Request):
         key = f"{kind}:{owner}/{name}"
         allowed = readable(key, request)
@@ -285,7 +323,9 @@ def create_hub_app(state: HubState):
         commit_sha = state.sha(key)
         if path in state.lfs_files.get(key, set()):  # the Hub redirects LFS files to its CDN
             sha256 = hashlib.sha256(content).hexdigest()
-            where = f"{request.base_url}cdn-lfs/{sha256}?download={quote(f'{key}/{path}', safe='')}"
+            # served from another origin, as the Hub's CDN is: a client stops at this redirect for metadata
+            cdn = str(request.base_url).replace("://127.0.0.1:", "://localhost:", 1)
+            where = f"{cdn}cdn-lfs/{sha256}?download={quote(f'{key}/{path}', safe='')}"
             headers = {"Location": where, "X-Repo-Commit": commit_sha, "X-Linked-Etag": f'"{sha256}"',
                        "X-Linked-Size": str(len(content)), "ETag": f'"{hashlib.sha1(content).hexdigest()}"'}  # fmt: skip
             return Response(status_code=302, headers=headers)
