@@ -155,10 +155,10 @@ def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path
     url = running.url
     try:
         wait_healthy(running)
+        question = "What colour is the shape?"
         reply = Client(url + "/", verbose=False).predict(
-            {"text": "What colour is the shape?", "files": [handle_file(str(image))]}, api_name="/chat"
+            {"text": question, "files": [handle_file(str(image))]}, 0.0, 6, api_name="/chat"
         )
-        assert isinstance(reply, str)
         broken = tmp_path / "broken.png"
         broken.write_bytes(b"not a png")
         with pytest.raises(Exception, match=r"broken\.png is not an image this chat can read"):
@@ -173,8 +173,11 @@ def test_space_chat_of_a_vision_model_accepts_an_uploaded_image(cache_root: Path
         }
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
         answer = client.chat.completions.create(
-            model="acme/tiny-vl", messages=[{"role": "user", "content": [part]}], max_tokens=3, temperature=0
-        )
+            model="acme/tiny-vl", messages=[{"role": "user", "content": [part, {"type": "text", "text": question}]}],
+            max_tokens=6, temperature=0,
+        )  # fmt: skip
         assert answer.usage.prompt_tokens > 16  # the image's 16 tokens are part of the prompt
+        # the chat gave the uploaded image and the question to the model as the API does
+        assert reply == answer.choices[0].message.content and reply != question
     finally:
         running.stop()
