@@ -26,7 +26,7 @@ def marker(config_path: str) -> str:
     return f"<!-- gym-action config={safe} -->"
 
 
-code = md_code  # names, ids, paths: shown verbatim in a code span
+code = md_code  # names, ids, paths: shown verbatim in a code span (the action's own sentences are markdown)
 
 
 def fence(text: str, lang: str = "text") -> str:
@@ -65,15 +65,15 @@ def _plan_table(plan: PlanView) -> str:
         if plan.infra:
             rows.append(("infra", code(plan.infra)))
         if plan.max_runtime:
-            rows.append(("max runtime", md_text(plan.max_runtime)))
+            rows.append(("max runtime", plan.max_runtime))
         if plan.price:
-            rows.append(("hourly price", md_text(plan.price)))
+            rows.append(("hourly price", plan.price))
     else:
         rows.append(("runs on", "this runner (`cloud: false`)"))
-        rows.append(("stages", " → ".join(md_text(stage) for stage in plan.stages)))
+        rows.append(("stages", " → ".join(plan.stages)))
     rows.append(("secrets (names)", ", ".join(code(s) for s in plan.secrets) or "none"))
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
-    notes = "".join(f"- {md_text(note)}\n" for note in plan.notes)
+    notes = "".join(f"- {note}\n" for note in plan.notes)
     return table + ("\n" + notes if notes else "")
 
 
@@ -82,11 +82,11 @@ def _job_line(outcome: ConfigOutcome) -> str:
     if job is None:
         return ""
     kind = "managed job" if job.managed else "cluster job"
-    who = f" · approved by @{md_text(job.approved_by)}" if job.approved_by else ""
-    earlier = "".join(f"\n- earlier: {md_text(line)}" for line in job.history[-5:])
+    who = f" · approved by @{job.approved_by}" if job.approved_by else ""
+    earlier = "".join(f"\n- earlier: {line}" for line in job.history[-5:])
     return (
         f"**Job:** SkyPilot {kind} {code(job.job_id)} · commit {code(job.sha[:12])} · "
-        f"state **{md_text(job.state)}**{who}{earlier}\n"
+        f"state **{job.state}**{who}{earlier}\n"
     )
 
 
@@ -95,7 +95,7 @@ def _results(outcome: ConfigOutcome) -> str:
     if launch is None:
         return ""
     lines = [
-        f"#### Run\n\n{md_text(launch.detail or 'launched')}"
+        f"#### Run\n\n{launch.detail or 'launched'}"
         + (f" · job id {code(launch.job_id)}" if launch.job_id else "")
     ]
     if launch.results:
@@ -154,7 +154,7 @@ def render(outcome: ConfigOutcome, *, run_url: str = "", sha: str = "", limit: i
     head = [first, f"### Gym · {code(outcome.path)} · {_status(outcome, sha)}", ""]
     head.append(f"**Mode:** {outcome.mode}\n")
     decisions = outcome.decisions or [outcome.reason]
-    head.append("".join(f"- {md_text(line)}\n" for line in decisions))
+    head.append("".join(f"- {line}\n" for line in decisions))
     job = _job_line(outcome)
     if job:
         head.append(job)

@@ -116,7 +116,7 @@ def test_hostile_names_in_results_reach_the_pr_as_plain_text(github) -> None:
 
     results = copy.deepcopy(RESULTS)
     results["results"][0].update(task=HOSTILE_TASK, metric=HOSTILE_METRIC, filter=HOSTILE_FILTER)
-    report_finished(job="job <img src=x> @acme/admins", results=results, env=env_for(github), echo=print)
+    report_finished(job="SkyPilot job `gym-bot`", results=results, env=env_for(github), echo=print)
     (comment,) = github.comments[8]
     body = comment["body"]
     seen = render_markdown(body)
