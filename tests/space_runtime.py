@@ -5,12 +5,14 @@ port from ``PORT``).
 The venv is built from the base interpreter, not the test venv, so a package the Space imports but does
 not list makes it fail here as it would on the Hub. pip resolves the requirements from PyPI (and its
 cache); torch is held to the CPU wheel pinned by ``constraints.txt``. One venv per distinct
-requirements file per test process, reused by every Space started from such a folder.
+requirements file per test run (pytest-xdist's workers share it), reused by every Space started from
+such a folder; the last process of the run to exit removes it.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import os
 import re
@@ -19,38 +21,66 @@ import subprocess
 import tempfile
 import time
 import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-_BUILT: dict[str, Path] = {}
-_ROOT: list[Path] = []
-BUILD_SECONDS: dict[str, float] = {}  # how long each venv took, for the test report
+# One folder per test run, shared by pytest-xdist's workers (same run id): the venv is built once.
+RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+ROOT = Path(tempfile.gettempdir()) / f"gym-space-venvs-{RUN}"
+BUILD_SECONDS: dict[str, float] = {}  # how long each venv took to build in this process
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    with open(f"{ROOT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _release() -> None:
+    """At exit: drop this process from the venvs' users; the last one out removes them."""
+    with _locked():
+        (ROOT / "users" / str(os.getpid())).unlink(missing_ok=True)
+        if ROOT.is_dir() and not any((ROOT / "users").iterdir()):
+            shutil.rmtree(ROOT, ignore_errors=True)
+            Path(f"{ROOT}.lock").unlink(missing_ok=True)
 
 
 def space_python(space_folder: Path) -> Path:
     """The interpreter of a fresh venv holding exactly what ``space_folder/requirements.txt`` asks for."""
     requirements = (space_folder / "requirements.txt").read_text(encoding="utf-8")
-    key = hashlib.sha256(requirements.encode()).hexdigest()[:16]
-    if key not in _BUILT:
-        if not _ROOT:
-            _ROOT.append(Path(tempfile.mkdtemp(prefix="gym-space-venv-")))
-            atexit.register(shutil.rmtree, _ROOT[0], True)
-        folder = _ROOT[0] / key
-        started = time.monotonic()
-        venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(folder)
-        (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
-        done = subprocess.run(
-            [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-             "-r", str(folder / "requirements.txt"), "-c", str(REPO / "constraints.txt")],
-            env=_clean_env(folder, Path(tempfile.gettempdir())), capture_output=True, text=True, timeout=1500,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise AssertionError("the Space's requirements.txt does not install:\n" + done.stderr[-4000:])
-        BUILD_SECONDS[key] = time.monotonic() - started
-        _BUILT[key] = folder
-    return _BUILT[key] / "bin" / "python"
+    folder = ROOT / hashlib.sha256(requirements.encode()).hexdigest()[:16]
+    with _locked():  # another worker may be building it: wait, then reuse
+        user = ROOT / "users" / str(os.getpid())
+        if not user.exists():
+            user.parent.mkdir(parents=True, exist_ok=True)
+            user.touch()
+            atexit.register(_release)
+        if not (folder / "ready").is_file():
+            started = time.monotonic()
+            _build(folder, requirements)
+            BUILD_SECONDS[folder.name] = time.monotonic() - started
+    return folder / "bin" / "python"
+
+
+def _build(folder: Path, requirements: str) -> None:
+    venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(folder)
+    (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
+    done = subprocess.run(
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+         "-r", str(folder / "requirements.txt"), "-c", str(REPO / "constraints.txt")],
+        env=_clean_env(folder, Path(tempfile.gettempdir())), capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError("the Space's requirements.txt does not install:\n" + done.stderr[-4000:])
+    (folder / "ready").touch()
 
 
 def _clean_env(venv_folder: Path, home: Path) -> dict[str, str]:
@@ -71,7 +101,7 @@ class RunningSpace:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
