@@ -5,7 +5,7 @@ that has Python; here the image is :func:`node_image`, made once per test proces
 
 - ``wheels/``: the wheel built from a copy of the checkout (``pip wheel --no-deps``), the only thing
   the node's pip may install (``PIP_NO_INDEX=1``, ``PIP_FIND_LINKS``);
-- ``site/``: symlinks to every entry of the test venv's site-packages except Gym's own (its dist-info,
+- ``site-packages/``: symlinks to every entry of the test venv's site-packages except Gym's own (its dist-info,
   the editable finder, ``gym/``, ``action/``), so the dependencies count as installed and only the wheel
   is new. A node venv sees that folder through a ``.pth`` file; its ``bin/`` gets the dependencies'
   console scripts (``torchrun``...) rewritten to the node's own interpreter.
@@ -87,7 +87,8 @@ def build_wheel(out: Path) -> Path:
 
 
 def _dependency_site(out: Path) -> Path:
-    site = out / "site"
+    # Named site-packages as on a real node: dill (through datasets) pickles modules from elsewhere by value.
+    site = out / "site-packages"
     site.mkdir()
     packages = Path(sysconfig.get_path("purelib"))
     for entry in packages.iterdir():

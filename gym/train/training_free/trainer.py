@@ -127,6 +127,7 @@ class _OneProcess:
     """The runner's view of accelerate: a single process that saves and needs no barrier."""
 
     is_main_process = True
+    num_processes = 1
 
     def wait_for_everyone(self) -> None:
         """Nothing to wait for."""
