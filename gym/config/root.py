@@ -196,6 +196,9 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
         issues += gate_issues(config)
     if train.grpo.training_free:
         issues += training_free_issues(train)
+    from gym.config.distributed import distributed_issues
+
+    issues += distributed_issues(train)
     compute = config.compute
     if compute is not None and compute.num_nodes > 1:
         if train.method in SINGLE_NODE_ONLY:

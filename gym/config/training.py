@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gym.config.base import EnvVarName, Section, fail
+from gym.config.distributed import DistributedConfig
 from gym.config.messages import describe
 
 TrainMethod = Literal["sft", "dpo", "kto", "ppo", "grpo", "rm", "pt"]
@@ -258,6 +259,9 @@ class TrainConfig(Section):
     kto: KtoConfig = Field(default_factory=KtoConfig, description="Settings of method = 'kto'.")
     ppo: PpoConfig = Field(default_factory=PpoConfig, description="Settings of method = 'ppo'.")
     grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="Settings of method = 'grpo'.")
+    distributed: DistributedConfig = Field(
+        default_factory=DistributedConfig, description="Training over several processes: DDP, FSDP or DeepSpeed ZeRO."
+    )
 
     @field_validator("cpu_threads", mode="before")
     @classmethod

@@ -32,10 +32,12 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool 
     import torch
 
     from gym.model.adapters import gradient_checkpointing
+    from gym.train.distributed import distributed_arguments
 
     train = config.train
     use_bf16 = bf16_supported() and config.model.dtype in ("auto", "bfloat16")
     return {
+        **distributed_arguments(train.distributed, bf16=use_bf16),
         "output_dir": str(checkpoint_dir),
         "per_device_train_batch_size": train.batch_size,
         "per_device_eval_batch_size": train.batch_size,

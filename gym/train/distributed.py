@@ -1,0 +1,84 @@
+"""[train.distributed] -> the TrainingArguments keys accelerate builds its FSDP / DeepSpeed plugin from.
+
+transformers turns ``fsdp``/``fsdp_config`` into accelerate's FullyShardedDataParallelPlugin and a
+``deepspeed`` dict into its DeepSpeed plugin, so every TRL trainer (SFT, DPO, KTO, RM, GRPO), LoRA and
+full fine-tuning alike, gets the same sharding from the same gym.toml keys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from gym.config.distributed import DeepSpeedConfig, DistributedConfig, FsdpConfig
+
+DEEPSPEED_MISSING = (
+    "train.distributed.strategy = 'deepspeed' needs the deepspeed package; install the distributed extra "
+    "(pip install 'zoo-gym[distributed]') on the machine that trains"
+)
+
+
+def distributed_arguments(dist: DistributedConfig, *, bf16: bool) -> dict[str, Any]:
+    """The TrainingArguments fields for this strategy (empty for none/ddp: accelerate's DDP is the default)."""
+    if dist.strategy == "fsdp":
+        return {"fsdp": True, "fsdp_config": fsdp_config(dist.fsdp)}
+    if dist.strategy == "deepspeed":
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ValueError(DEEPSPEED_MISSING)
+        return {"deepspeed": deepspeed_config(dist.deepspeed, bf16=bf16)}
+    return {}
+
+
+def fsdp_config(fsdp: FsdpConfig) -> dict[str, Any]:
+    """transformers' ``fsdp_config``: FSDP2 (fully_shard) for full_shard/shard_grad_op, FSDP1 otherwise.
+
+    Auto-wrap leaves ``transformer_layer_cls_to_wrap`` unset: accelerate then wraps the classes the model
+    names in ``_no_split_modules`` (its decoder layers), whatever the architecture.
+    """
+    version = fsdp.fsdp_version
+    reshard: bool | str = fsdp.sharding == "full_shard" if version == 2 else fsdp.sharding
+    return {
+        "version": version,
+        "reshard_after_forward": reshard,
+        "cpu_offload": fsdp.cpu_offload,
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP" if fsdp.auto_wrap else "NO_WRAP",
+        "activation_checkpointing": fsdp.activation_checkpointing,
+        "state_dict_type": "SHARDED_STATE_DICT" if fsdp.state_dict == "sharded" else "FULL_STATE_DICT",
+    }
+
+
+def deepspeed_config(ds: DeepSpeedConfig, *, bf16: bool) -> dict[str, Any]:
+    """A DeepSpeed JSON config; "auto" values are filled by transformers from TrainingArguments."""
+    zero: dict[str, Any] = {
+        "stage": ds.stage,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "reduce_bucket_size": "auto",
+    }
+    if ds.stage == 3:
+        zero.update({
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_gather_16bit_weights_on_model_save": True,  # rank 0 saves one consolidated model
+        })  # fmt: skip
+    for key, target in (("offload_optimizer", ds.offload_optimizer), ("offload_param", ds.offload_params)):
+        if target != "none":
+            zero[key] = {"device": target, "pin_memory": True}
+            if target == "nvme":
+                zero[key]["nvme_path"] = ds.nvme_path
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "bf16": {"enabled": bf16},
+        "zero_optimization": zero,
+    }
+
+
+def fsdp_wrap_issue(model: Any, fsdp: FsdpConfig) -> str | None:
+    """FSDP's auto-wrap needs decoder-layer classes; a model that names none cannot be wrapped layer by layer."""
+    if fsdp.auto_wrap and not getattr(model, "_no_split_modules", None):
+        return (f"train.distributed.fsdp.auto_wrap: {type(model).__name__} names no decoder-layer classes "
+                "(_no_split_modules) to shard one by one; set auto_wrap = false")  # fmt: skip
+    return None
