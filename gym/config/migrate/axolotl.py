@@ -65,6 +65,7 @@ RL_METHODS = {"dpo": ("dpo", "sigmoid"), "ipo": ("dpo", "ipo"), "orpo": ("dpo", 
 def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> None:
     from gym.config.cli_args import derived_project_name
     from gym.config.loader import Override
+    from gym.config.migrate.distributed import carry_deepspeed, carry_fsdp
 
     base = conversion.source.parent
     datasets = [
@@ -130,6 +131,10 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
             conversion.ignored.append((key, f"set WANDB_PROJECT={value} in the environment"))
         elif key == "use_tensorboard" and value:
             conversion.put(("train", "report_to"), ["tensorboard"], key)
+        elif key == "deepspeed":
+            carry_deepspeed(value, conversion, base)
+        elif key in ("fsdp", "fsdp_config"):
+            carry_fsdp(data, conversion)
         elif key in IGNORED:
             conversion.ignored.append((key, IGNORED[key]))
         else:

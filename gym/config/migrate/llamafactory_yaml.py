@@ -56,6 +56,11 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path, data
             continue
         if key == "dataset_dir":
             continue
+        if key == "deepspeed":
+            from gym.config.migrate.distributed import carry_deepspeed
+
+            carry_deepspeed(value, conversion, conversion.source.parent)
+            continue
         notes: list[str] = []
         unknown: list[str] = []
         try:
