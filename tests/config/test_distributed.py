@@ -80,3 +80,17 @@ def test_deepspeed_config_zero3_offload(tmp_path):
     assert zero["offload_param"] == {"device": "cpu", "pin_memory": True}
     assert zero["stage3_gather_16bit_weights_on_model_save"] is True
     assert ds["bf16"] == {"enabled": True}
+
+
+def test_deepspeed_without_the_package_names_the_extra(tmp_path):
+    import importlib.util
+
+    from gym.train.distributed import distributed_arguments
+
+    if importlib.util.find_spec("deepspeed") is not None:
+        pytest.skip("deepspeed is installed here")
+    path = tmp_path / "gym.toml"
+    path.write_text(HEAD + '[train.distributed]\nstrategy = "deepspeed"\n')
+    with pytest.raises(ValueError, match=r"^train.distributed.strategy = 'deepspeed' needs the deepspeed package; "
+                       r"install the distributed extra \(pip install 'zoo-gym\[distributed\]'\)"):  # fmt: skip
+        distributed_arguments(load_config(path).train.distributed, bf16=False)
