@@ -201,8 +201,8 @@ OWNER = (
 
 
 def claim_checkpoint_folder(folder: Path) -> None:
-    """Mark ``folder`` as the run's checkpoint folder, refusing one whose ``checkpoint-N`` folders Gym did
-    not write: resuming would load them, and cleaning up or rotating (save_total_limit) would delete them."""
+    """Refuse a checkpoint folder whose ``checkpoint-N`` folders Gym did not write (checked before anything
+    is written): resuming would load them, and cleaning up or rotating (save_total_limit) would delete them."""
     found = checkpoints(folder)
     if found and not (folder / OWNER).is_file() and not any(done for _, _, done in found):
         names = ", ".join(path.name for _, path, _ in found[:3]) + (", ..." if len(found) > 3 else "")
@@ -210,6 +210,11 @@ def claim_checkpoint_folder(folder: Path) -> None:
             f"{folder} holds checkpoint folders Gym did not write ({names}); Gym would resume from them "
             "or delete them: move them elsewhere, or set project.output_dir to another folder"
         )
+
+
+def mark_checkpoint_folder(folder: Path) -> None:
+    """Write the marker of a folder :func:`claim_checkpoint_folder` accepted, once training is about to
+    start: a run refused before training (bad rows, no reward) leaves nothing behind."""
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / OWNER).is_file():
         atomic_write_text(folder / OWNER, "Checkpoints written by Gym: it resumes from and removes them.\n")

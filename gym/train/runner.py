@@ -136,6 +136,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.train.checkpoints import (
         CompleteCheckpoints,
         claim_checkpoint_folder,
+        mark_checkpoint_folder,
         resume_point,
         training_fingerprint,
     )
@@ -185,6 +186,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
     )
     trainer = builder(context)
+    mark_checkpoint_folder(checkpoint_dir)
     trained_model = getattr(trainer, "model", None)
     trainable, total = trainable_parameters(trained_model) if trained_model is not None else (0, 0)
     threads = fixed_threads(config)
