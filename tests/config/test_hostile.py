@@ -122,7 +122,7 @@ def test_megabyte_string_is_fast_and_not_echoed(write_toml) -> None:
     assert _seconds(path) < 1.0
     key = write_toml(HEAD + "[train]\n" + "k" * 1_000_000 + " = 1\n", name="key.toml")
     (issue,) = _issues(key)
-    assert len(str(issue)) < 600
+    assert len(str(issue).replace(str(key), "")) < 600  # the key is cut; the file's path is the test's
     assert _seconds(key) < 1.0
 
 
