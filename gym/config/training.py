@@ -260,7 +260,8 @@ class TrainConfig(Section):
     ppo: PpoConfig = Field(default_factory=PpoConfig, description="Settings of method = 'ppo'.")
     grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="Settings of method = 'grpo'.")
     distributed: DistributedConfig = Field(
-        default_factory=DistributedConfig, description="Training over several processes: DDP, FSDP or DeepSpeed ZeRO."
+        default_factory=DistributedConfig,
+        description="Training over several processes: DDP, FSDP or DeepSpeed ZeRO.",
     )
 
     @field_validator("cpu_threads", mode="before")

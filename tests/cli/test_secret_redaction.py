@@ -35,9 +35,9 @@ def _no_secret_in(folder: Path, *outputs: str) -> None:
 
 
 def test_deploy_dry_run_never_prints_a_token_interpolated_into_a_path(
-    project,
+    project,  # noqa: F811 - the fixture
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = project(SPACE, BASE.replace('name = "demo"', 'name = "demo"\noutput_dir = "out/${HF_TOKEN}"'))
     monkeypatch.chdir(path.parent)
@@ -52,8 +52,8 @@ def test_deploy_dry_run_never_prints_a_token_interpolated_into_a_path(
 
 
 def test_cloud_dry_run_never_prints_the_api_key_interpolated_into_infra_or_bucket(
-    project,
-    sky_env,
+    project,  # noqa: F811 - the fixture
+    sky_env,  # noqa: F811 - the fixture
     tmp_path: Path,  # noqa: F811
 ) -> None:
     compute = '\n[compute]\naccelerators = ["A100:1"]\ninfra = "aws/${CHAT_KEY}"\ncheckpoint_bucket = "s3://${CHAT_KEY}-ckpt"\n'
@@ -67,7 +67,7 @@ def test_cloud_dry_run_never_prints_the_api_key_interpolated_into_infra_or_bucke
 
 
 def test_summary_and_warnings_never_print_an_interpolated_key(
-    project,
+    project,  # noqa: F811 - the fixture
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
