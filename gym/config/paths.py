@@ -63,18 +63,9 @@ def forbidden_output(value: str, resolved: Path, config_folder: Path | None = No
         return f"'{cut(value)}' is your home folder itself; name a folder inside it, e.g. '~/gym-runs/<name>'"
     if any(_is_under(text, folder) for folder in SYSTEM_FOLDERS) or text in NOT_ITSELF:
         return f"'{cut(value)}' is a system folder; write the run's files to a folder of your project"
-    if config_folder is not None and not outside_folder(config_folder, resolved):
+    if config_folder is not None and config_folder.is_relative_to(resolved):
         return (
             f"'{cut(value)}' holds this gym.toml; Gym writes gym.toml, README.md and the weights into the "
             "output folder: name a subfolder, such as outputs/<name>"
         )
     return None
-
-
-def outside_folder(resolved: Path, folder: Path) -> bool:
-    """Whether ``resolved`` is neither ``folder`` nor inside it."""
-    try:
-        resolved.relative_to(folder)
-    except ValueError:
-        return True
-    return False

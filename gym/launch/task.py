@@ -117,27 +117,19 @@ def resources(config: GymConfig) -> dict[str, Any]:
     return result
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-    except ValueError:
-        return False
-    return True
-
-
 def choose_workdir(config_path: Path | None, cwd: Path) -> Path:
     """The folder synced to the cloud: the current one when it holds gym.toml, else gym.toml's folder."""
     if config_path is None:
         return cwd
     resolved = config_path.resolve()
-    return cwd if _inside(resolved, cwd) else resolved.parent
+    return cwd if resolved.is_relative_to(cwd) else resolved.parent
 
 
 def _check_data_is_synced(config: GymConfig, workdir: Path) -> None:
     for index, dataset in enumerate(config.datasets):
         if dataset.path is None or Path(dataset.path).expanduser().is_absolute():
             continue  # absolute paths name a place on the remote machine
-        if not _inside(config.resolve_path(dataset.path), workdir):
+        if not config.resolve_path(dataset.path).is_relative_to(workdir):
             raise LaunchError(
                 f"datasets.{index}.path: {dataset.path} lies outside {workdir}, the folder synced to the "
                 "cloud; move the data under it, or launch from a folder that contains both"

@@ -132,10 +132,9 @@ class Workspace:
         """The problem line when the run would write outside this gym.toml's folder (a browser user edits
         the file: its output stays beside it unless ``project.allow_output_outside``)."""
         from gym.config.errors import ConfigIssue
-        from gym.config.paths import outside_folder
 
         folder = self.path.resolve().parent
-        if config.project.allow_output_outside or not outside_folder(config.output_path, folder):
+        if config.project.allow_output_outside or config.output_path.is_relative_to(folder):
             return None
         line, column = positions.find(("project", "output_dir"))
         return str(ConfigIssue(source, "project.output_dir", (
