@@ -128,7 +128,7 @@ def _peft(model: Any, config: GymConfig, *, use_dora: bool) -> Any:
     import torch
 
     if not torch.cuda.is_available():  # training on CPU: the adapters' products in BLAS's fast layout
-        from gym.model.lora_matmuls import use_cpu_lora_matmuls
+        from gym.model.cpu_kernels.lora_matmuls import use_cpu_lora_matmuls
 
         use_cpu_lora_matmuls(adapted)
     return adapted

@@ -2,7 +2,7 @@
 
 Padding-free packing concatenates the samples of a micro-batch into one row and restarts
 ``position_ids`` at each sample; with no attention mask, transformers derives a block-diagonal causal
-mask from those positions (and Gym's CPU attention, gym/train/packed_attention.py, lays the samples
+mask from those positions (and Gym's CPU attention, gym/model/cpu_kernels/packed_attention.py, lays the samples
 out side by side), so samples never see each other. The first label of every packed sample is
 ignored, so no token is trained to follow the previous sample. A row packed ahead of time
 (``train.packing``: several samples per row, TRL's ``pack_dataset``) carries ``seq_lengths``, the

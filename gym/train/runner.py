@@ -144,7 +144,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
     from gym.train.resume import checkpoint_step, finished_run, planned_steps, restore_checkpoint
-    from gym.train.threads import fixed_threads, header_note, make_tuner
+    from gym.model.cpu_kernels.threads import fixed_threads, header_note, make_tuner
 
     check_trackers(config)
     output = config.output_path

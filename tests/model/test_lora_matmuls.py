@@ -58,8 +58,8 @@ def test_cpu_lora_matches_peft_in_outputs_and_gradients(
 ) -> None:
     import torch
 
-    from gym.model import lora_matmuls
-    from gym.model.lora_matmuls import CpuLoraVariant
+    from gym.model.cpu_kernels import lora_matmuls
+    from gym.model.cpu_kernels.lora_matmuls import CpuLoraVariant
 
     if keep_limit is not None:
         monkeypatch.setattr(lora_matmuls, "KEEP_MERGED_ELEMENTS", keep_limit)
@@ -113,7 +113,7 @@ def test_merging_a_cpu_lora_adapter_gives_peft_merged_weights(tmp_path: Path) ->
 
 
 def test_dora_adapters_keep_their_own_variant(tmp_path: Path) -> None:
-    from gym.model.lora_matmuls import CpuLoraVariant
+    from gym.model.cpu_kernels.lora_matmuls import CpuLoraVariant
 
     layers = lora_layers(adapted(tmp_path, "", "dora"))
     assert layers  # DoRA puts LoRA layers on the model, each with PEFT's DoRA variant

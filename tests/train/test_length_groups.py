@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gym.train.length_groups import plan_groups, split_batch
+from gym.model.cpu_kernels.length_groups import plan_groups, split_batch
 
 
 def test_plan_covers_every_row_once_and_splits_only_when_padding_costs() -> None:

@@ -25,7 +25,7 @@ def test_packed_attention_matches_sdpa_per_sample(
     import torch
     import torch.nn.functional as F
 
-    from gym.train.packed_attention import SHORT, layout, packed_sdpa_forward
+    from gym.model.cpu_kernels.packed_attention import SHORT, layout, packed_sdpa_forward
 
     torch.manual_seed(0)
     dim, total = 16, sum(lengths)

@@ -23,7 +23,7 @@ def test_packed_samples_do_not_attend_to_each_other(write_toml: Any, attention: 
 
     from gym.config import load_config
     from gym.model.loading import load_model
-    from gym.train.packed_attention import use_packed_attention
+    from gym.model.cpu_kernels.packed_attention import use_packed_attention
 
     path = write_toml(VALID + "packing = true\n")
     (path.parent / "data").mkdir()
@@ -82,7 +82,7 @@ def test_samples_of_very_different_lengths_run_as_separate_attention_calls(write
 
     from gym.config import load_config
     from gym.model.loading import load_model
-    from gym.train.packed_attention import layout, use_packed_attention
+    from gym.model.cpu_kernels.packed_attention import layout, use_packed_attention
 
     path = write_toml(VALID)
     (path.parent / "data").mkdir()

@@ -36,7 +36,7 @@ def test_padding_free_step_has_the_loss_and_gradient_of_the_padded_batch(tmp_pat
     import torch
 
     from gym.train.collate import PackedCollator, PadCollator
-    from gym.train.packed_attention import NAME
+    from gym.model.cpu_kernels.packed_attention import NAME
 
     trainer, tokenizer = sft_trainer(tmp_path)
     model = trainer.model

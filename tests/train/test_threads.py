@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gym.train.threads import usable_cores
+from gym.model.cpu_kernels.threads import usable_cores
 from tests.train.test_sft import _write
 
 FASTEST = 'cpu_threads = "fastest"'
@@ -52,7 +52,7 @@ def test_auto_is_one_thread_per_usable_core_and_never_measured(
 ) -> None:
     """The default never times anything, so the machine's load cannot change the weights."""
     from gym.config import load_config
-    from gym.train import threads
+    from gym.model.cpu_kernels import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000))
@@ -71,7 +71,7 @@ def tuned(
     import torch
 
     from gym.config import load_config
-    from gym.train import threads
+    from gym.model.cpu_kernels import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # else the environment's count is kept, untuned
     config = load_config(_write(tmp_path, adapter="lora", steps=steps, save_steps=1000, extra=FASTEST))
@@ -146,7 +146,7 @@ def test_close_thread_counts_are_each_tried_three_times(
 def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: list[float]) -> Any:
     """The real tuner over 12 steps whose durations are ``times`` in order (warm-up first)."""
     from gym.config import load_config
-    from gym.train import threads
+    from gym.model.cpu_kernels import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     config = load_config(_write(tmp_path, adapter="lora", steps=12, save_steps=1000, extra=FASTEST))
@@ -196,7 +196,7 @@ def test_a_trial_runs_only_the_forward_on_the_candidate(
     import torch
 
     from gym.config import load_config
-    from gym.train import threads
+    from gym.model.cpu_kernels import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cores = usable_cores()

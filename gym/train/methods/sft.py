@@ -8,13 +8,13 @@ of the step: Gym computes those diagnostics only on logging steps.
 
 On CPU, batches are padding-free (TRL's ``padding_free``): the rows of a micro-batch are one row with
 ``position_ids`` restarting per sample, and attention stays within each sample at the cost of padded
-attention only (gym/train/packed_attention.py), so no layer computes a padding token. The LM head and
+attention only (gym/model/cpu_kernels/packed_attention.py), so no layer computes a padding token. The LM head and
 the cross-entropy then run only at the positions that have a trained label (transformers'
 ``logits_to_keep``): the prompt's positions need no logits. Both keep the loss and the gradient of
 the padded batch (tests/train/test_padding_free.py). Measured with py-spy and process CPU time on the
 training benchmark's rows, one thread, forward + backward: 1.23x a padded batch on the 0.66M tiny
 model and 1.35x on the 26M Llama. Where the model cannot take that attention (no SDPA), a padded batch
-is trained as a few length-sorted groups (gym/train/length_groups.py) instead.
+is trained as a few length-sorted groups (gym/model/cpu_kernels/length_groups.py) instead.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 from gym.train.arguments import common_arguments
 from gym.train.collate import IGNORE_INDEX, PackedCollator, PadCollator
-from gym.train.length_groups import split_batch
-from gym.train.packed_attention import use_packed_attention
+from gym.model.cpu_kernels.length_groups import split_batch
+from gym.model.cpu_kernels.packed_attention import use_packed_attention
 from gym.train.registry import TrainContext, register_trainer
 from gym.train.vision_collate import VisionCollator, has_images
 
@@ -149,7 +149,7 @@ def padding_free(ctx: TrainContext) -> bool:
     """Padding-free rows (``train.padding_free``): always under ``train.packing``; under ``"auto"``, on CPU
     when the model's attention keeps the samples of a padding-free row apart at padded cost (on a GPU
     without varlen attention, SDPA would compute the whole row's square mask, so padded batches stay
-    there). Switches such a model to that attention (gym/train/packed_attention.py)."""
+    there). Switches such a model to that attention (gym/model/cpu_kernels/packed_attention.py)."""
     import torch
 
     wanted = ctx.config.train.padding_free

@@ -12,7 +12,7 @@ So Gym registers one more attention function through transformers' own ``Attenti
 samples' queries, keys and values out as right-padded ``(samples, heads, longest, dim)`` batches with
 index gathers (samples of similar length together, :func:`plan_attention_groups`), runs causal
 attention on each (batched products for short samples, PyTorch's SDPA for long ones: both in
-gym/train/packed_kernels.py, with the gathers), and gathers the real positions back. A causal
+gym/model/cpu_kernels/packed_kernels.py, with the gathers), and gathers the real positions back. A causal
 query never sees a key after itself, so the padding slots at each sample's end are never attended to;
 outputs of padding queries are dropped. Attention then costs what it costs for padded rows, while the
 projections, MLPs, norms and the LM head (everything else) run on real tokens only. Every other input
@@ -25,8 +25,8 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-from gym.train.length_groups import plan_groups
-from gym.train.packed_kernels import SHORT, reindex, short_causal_attention
+from gym.model.cpu_kernels.length_groups import plan_groups
+from gym.model.cpu_kernels.packed_kernels import SHORT, reindex, short_causal_attention
 
 NAME = "gym_packed_sdpa"
 # The position_ids of the last forward and its layout, per thread: every layer of one forward reuses it,
@@ -35,7 +35,7 @@ _layouts = threading.local()
 
 
 # One more attention call costs about as much as 4k score entries. Set for the batched-product kernel
-# (gym/train/packed_kernels.py) by alternating training steps of the benchmark's rows in one process:
+# (gym/model/cpu_kernels/packed_kernels.py) by alternating training steps of the benchmark's rows in one process:
 # 4096 (or 8192) against the 65536 chosen for SDPA calls, 1.03-1.06x per step on the built-in tiny model
 # (one and two threads, padding-free and packed rows) and 1.02-1.03x on the 26M Llama; splitting every
 # sample into its own call (~0) was 0.94x.

@@ -1,4 +1,4 @@
-"""The two pieces of Gym's packed attention (gym/train/packed_attention.py) that stock ops do slowly on CPU.
+"""The two pieces of Gym's packed attention (gym/model/cpu_kernels/packed_attention.py) that stock ops do slowly on CPU.
 
 **Short causal attention as batched matrix products.** PyTorch's CPU flash-attention kernel works in
 blocks sized for long sequences; on the short samples of a CPU fine-tune (a few dozen to ~150 tokens,
