@@ -45,6 +45,7 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/hub": ("train",),
     "gym/launch": ("cloud",),
     "gym/webui": ("train", "eval", "serve", "webui"),
+    "gym/export": ("train", "gguf"),
     "action": ("action",),
 }
 # Files whose lazy imports belong to one command: the CLI dispatches to every extra.
@@ -57,6 +58,8 @@ FILE_EXTRAS: dict[str, tuple[str, ...]] = {
 # GPU serving engines the user installs for `--backend vllm|sglang`; the backend checks for them and
 # says how to install them. Gym does not pin them: each pins its own torch/CUDA build.
 OPTIONAL_ENGINES = {"vllm", "sglang"}
+# Compiled distributions the main venv does without (their overlay venv has them): module -> distribution.
+OVERLAY_MODULES = {"llama_cpp": "llama-cpp-python"}
 
 
 def _name(requirement: str) -> str:
@@ -111,7 +114,7 @@ def test_imports_are_declared_in_the_package_extras(package: str) -> None:
         for module in sorted(_third_party_imports(file)):
             if module in OPTIONAL_ENGINES:
                 continue
-            distributions = {_name(d) for d in by_module.get(module, [module])}
+            distributions = {_name(d) for d in by_module.get(module, [OVERLAY_MODULES.get(module, module)])}
             if not distributions & allowed:
                 where = ",".join(extras) or "the base install"
                 problems.append(
