@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import typer
 
@@ -14,19 +12,21 @@ from gym.cli.output import CONFIG_AND_FLAGS, EXTRA_ARGS, console, errors, fail, 
 def train(
     args: list[str] | None = CONFIG_AND_FLAGS,
     nproc: int = typer.Option(
-        1, "--nproc", min=1, help="Data-parallel processes on this machine (accelerate)."
+        1,
+        "--nproc",
+        min=1,
+        help="Training processes (ranks) on this machine; [train.distributed] says how they share the model.",
     ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar (logs only)."),
 ) -> None:
     """Train: SFT, continued pretraining, DPO, KTO, reward models, PPO or GRPO, with LoRA/QLoRA/DoRA/full/freeze."""
     config, _, _ = load_config_or_exit(args)
     if nproc > 1 and "LOCAL_RANK" not in os.environ:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(nproc),
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "-m", "gym", "train", *(args or [])]  # fmt: skip
-        if no_progress:
-            command.append("--no-progress")
-        raise typer.Exit(subprocess.call(command))
+        from gym.train.launcher import launch_ranks
+
+        gym_args = ["train", *(args or []), *(["--no-progress"] if no_progress else [])]
+        report = lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+        raise typer.Exit(launch_ranks(nproc, gym_args, report))
 
     from gym.quiet import quiet_libraries
 

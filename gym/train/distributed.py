@@ -82,3 +82,43 @@ def fsdp_wrap_issue(model: Any, fsdp: FsdpConfig) -> str | None:
         return (f"train.distributed.fsdp.auto_wrap: {type(model).__name__} names no decoder-layer classes "
                 "(_no_split_modules) to shard one by one; set auto_wrap = false")  # fmt: skip
     return None
+
+
+def check_fsdp_wrap(config: Any, model: Any) -> None:
+    """Refuse, at ``train.distributed.fsdp.auto_wrap``'s file:line:col, an FSDP model it cannot wrap.
+
+    Called right after the model is loaded (its class is known only then), before any training step.
+    """
+    if config.train.distributed.strategy != "fsdp":
+        return
+    issue = fsdp_wrap_issue(getattr(model, "base_model", model), config.train.distributed.fsdp)
+    if issue is not None:
+        raise ValueError(located(config, ("train", "distributed", "fsdp", "auto_wrap"), issue))
+
+
+def located(config: Any, path: tuple[str, ...], message: str) -> str:
+    """``gym.toml:12:1: <message>`` at the key (or its nearest table) in the file the config came from."""
+    from gym.config.errors import ConfigIssue
+    from gym.config.positions import scan
+    from gym.config.reading import display_path
+
+    source = config.source
+    if source is None or not source.is_file():
+        return message
+    line, column = scan(source.read_text(encoding="utf-8")).find(path)
+    return str(ConfigIssue(display_path(source), "", message, line, column))
+
+
+def cpu_strategy_note(config: Any, accelerator: Any) -> str | None:
+    """What the ranks really run when accelerate cannot honour the strategy on this machine.
+
+    accelerate builds its FSDP plugin only for GPU-type backends (``AcceleratorState`` keeps
+    ``MULTI_CPU`` otherwise, and ``prepare_model`` wraps a CPU model in DDP), so FSDP ranks on CPU
+    train as DDP: same loss curve, whole model on every rank.
+    """
+    strategy = config.train.distributed.strategy
+    kind = str(getattr(accelerator, "distributed_type", ""))
+    if strategy in ("fsdp", "deepspeed") and kind.endswith("MULTI_CPU"):
+        return (f"train.distributed.strategy = {strategy!r} shards only on GPUs (accelerate); these "
+                f"{accelerator.num_processes} CPU ranks train with DDP, each holding the whole model")  # fmt: skip
+    return None

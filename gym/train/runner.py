@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import platform
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,12 +48,30 @@ class TrainResult:
     data: dict = field(default_factory=dict)  # rows read, trained, truncated, skipped; p95 length
 
 
-def hardware() -> str:
-    import torch
+def device_plan(config: GymConfig) -> Any:
+    """:func:`gym.model.device.plan_device`; ``train.cpu_kernels = true`` on a CUDA machine is a config error
+    at its ``file:line:col`` (the environment variable's is one sentence)."""
+    from gym.model.device import KernelsOnGpu, plan_device
 
-    if torch.cuda.is_available():
-        return f"{torch.cuda.device_count()}x {torch.cuda.get_device_name(0)}"
-    return f"CPU ({os.cpu_count()} cores, {platform.machine()})"
+    try:
+        return plan_device(config)
+    except KernelsOnGpu as error:
+        if error.from_env:
+            raise
+        raise key_error(config, ("train", "cpu_kernels"), str(error).split(" turns ", 1)[1]) from None
+
+
+def key_error(config: GymConfig, key: tuple[str, ...], message: str) -> Exception:
+    """A ConfigError at ``key``'s line and column in the gym.toml ``config`` was read from."""
+    from gym.config.errors import ConfigError
+    from gym.config.reading import read_toml
+
+    line = column = None
+    source = "gym.toml"
+    if config.source is not None:
+        _, positions, source = read_toml(config.source)
+        line, column = positions.find(key)
+    return ConfigError.single(source, message, ".".join(key), line, column)
 
 
 def write_resolved_config(config: GymConfig, folder: Path) -> None:
@@ -132,6 +149,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
 
     from gym.data.prepare import prepare_data
     from gym.model.adapters import apply_adapter, trainable_parameters
+    from gym.model.cpu_kernels.threads import fixed_threads, header_note, make_tuner
     from gym.model.loading import load_model, load_tokenizer
     from gym.train.checkpoints import (
         CompleteCheckpoints,
@@ -140,13 +158,17 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         resume_point,
         training_fingerprint,
     )
+    from gym.train.distributed import check_fsdp_wrap, cpu_strategy_note
     from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
     from gym.train.resume import checkpoint_step, finished_run, planned_steps, restore_checkpoint
-    from gym.model.cpu_kernels.threads import fixed_threads, header_note, make_tuner
 
     check_trackers(config)
+    plan = device_plan(config)
+    _note(plan.header())
+    for line in plan.notes():
+        _note(line)
     output = config.output_path
     checkpoint_dir = output / "checkpoints"
     claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
@@ -172,6 +194,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
 
     def model_with_adapter() -> Any:
         model = load_model(config, for_training=True)
+        check_fsdp_wrap(config, model)  # its class is known only now; before any step
         # The adapter's initial weights from train.seed, not from whatever the process drew before (the
         # Trainer seeds only once it exists): every run of a config starts from the same weights.
         set_seed(config.train.seed)
@@ -186,6 +209,9 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
     )
     trainer = builder(context)
+    strategy_note = cpu_strategy_note(config, getattr(trainer, "accelerator", None))
+    if strategy_note:
+        _note(strategy_note)
     mark_checkpoint_folder(checkpoint_dir)
     trained_model = getattr(trainer, "model", None)
     trainable, total = trainable_parameters(trained_model) if trained_model is not None else (0, 0)
@@ -240,7 +266,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         evaluate_at_end(trainer)
     check_final_weights(config, trainer, checkpoint_dir)
     result = save_outputs(
-        config, trainer, tokenizer, data, log, resume, fingerprint, (trainable, total), measured
+        config, trainer, tokenizer, data, log, resume, fingerprint, (trainable, total),
+        measured, plan=plan,
     )
     return replace(result, restored_only=restored)
 
@@ -274,6 +301,8 @@ def save_outputs(
     fingerprint: str,
     parameters: tuple[int, int],
     measured: dict[str, Any] | None = None,
+    *,
+    plan: Any = None,
 ) -> TrainResult:
     """Write weights, tokenizer, resolved gym.toml and, last, train_results.json (the completion record)."""
     from gym.train.history import eval_summary, loss_curve
@@ -295,7 +324,7 @@ def save_outputs(
         final_loss=losses[-1][1] if losses else None,
         loss_curve=losses,
         resumed_from=str(resume) if resume is not None else None,
-        hardware=hardware(),
+        hardware=plan.hardware if plan is not None else "",
         train_rows=len(data.train),
         data=data.summary(),
         eval=eval_summary(history, len(data.eval) if data.eval is not None else 0),
@@ -316,6 +345,8 @@ def save_outputs(
         write_resolved_config(config, output)
         record = {k: v for k, v in asdict(result).items() if k not in ("already_trained", "restored_only")}
         record["world_size"] = trainer.accelerator.num_processes  # every rank on every node trained
+        if plan is not None:
+            record["device"] = plan.record()  # what the run computed on and which code paths it took
         record = {**record, **(measured or {}), **overrides, **completion_record(config, fingerprint, output)}
         atomic_write_text(output / RESULTS, json.dumps(record, indent=2) + "\n")
     trainer.accelerator.wait_for_everyone()
