@@ -4,17 +4,16 @@ transformers' ``sdpa`` attention expands a GQA model's keys and values to every 
 (``repeat_kv``: a full copy of the cache, per layer, per decode step) whenever an attention mask is
 given, because CUDA's fused kernels cannot combine GQA with a mask. The batching engine always
 passes a mask (its rows are left-padded), and on CPU ``scaled_dot_product_attention(...,
-enable_gqa=True)`` takes that mask and gives bit-identical results: on builtin:tiny with a 450-token
-cache it is 2.2x faster than expanding first, and the profile of a shared-system-prompt load showed
-``repeat_kv`` as the largest single cost. Registered with transformers' own ``AttentionInterface``
-under ``gym_sdpa``; every other case goes to transformers' ``sdpa`` unchanged.
+enable_gqa=True)`` takes that mask and gives bit-identical results, without the copy that was the
+largest single cost of a shared-system-prompt load (figures in docs/performance.md). Registered with
+transformers' own ``AttentionInterface`` under ``gym_sdpa``; every other case goes to transformers' ``sdpa`` unchanged.
 
 Shared prompt prefixes (cascade attention): when every row of the running batch starts with the same
 cached prompt prefix (a shared system prompt), the batching engine keeps that prefix's KV once, not
 once per row, and runs the model inside :func:`shared_prefix`. Each layer then attends to the shared
 keys with one batched matmul per KV head and to the row's own keys separately, merging the two
-softmaxes exactly (:func:`cascade_attention`). On a 900-token system prompt and 16 streams this reads
-the prefix once per step instead of 16 times; the profile had that attention as the largest cost.
+softmaxes exactly (:func:`cascade_attention`): with N streams the prefix is read once per step
+instead of N times.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Assistant masks map character spans to tokens (gym/data/templates/masks.py, gym/data/splice.py), which
 needs to know where each token starts. The fast tokenizer's ``encode_batch`` tracks every token's
-character offsets for that, and on alpaca_en_demo with the built-in tokenizer that bookkeeping was a
-third of the Rust time: 0.31 s against 0.21 s for ``encode_batch_fast`` (no offsets) on one thread,
-0.18 s against 0.115 s on two. A byte-level BPE tokenizer (GPT-2, Llama 3, Qwen, Gym's own) writes
+character offsets for that, and that bookkeeping is about a third of the Rust time
+(docs/performance.md). A byte-level BPE tokenizer (GPT-2, Llama 3, Qwen, Gym's own) writes
 every byte of its input as exactly one byte of exactly one token, so the tokens' byte lengths, summed,
 are each token's end in the UTF-8 bytes of the text: the offsets, without asking the tokenizer for them.
 

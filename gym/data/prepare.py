@@ -170,9 +170,8 @@ def _write_split(dataset: Dataset, path: Path) -> None:
     """``dataset`` as one Arrow stream file, the format of `datasets`' own cache files.
 
     ``save_to_disk`` writes the same rows through `datasets`' shard writer, with its state and info
-    files (12 ms for 1,000 alpaca rows, 33 ms cold in a fresh process, against 2-5 ms here). The
-    features travel in the schema's metadata, as `datasets` stores them, so image or class columns read
-    back as they were written.
+    files, several times slower (docs/performance.md). The features travel in the schema's metadata,
+    as `datasets` stores them, so image or class columns read back as they were written.
     """
     import pyarrow as pa
 
@@ -211,8 +210,8 @@ def _rust_on_one_thread(pipelined: bool) -> Iterator[None]:
     """The fast tokenizer without its own thread pool while Python renders the next batch beside it.
 
     The rendering thread (GIL-bound) is the critical path; with the tokenizer's pool on every core it
-    shares its core with a Rust worker. One Rust thread beside it was 12-14% faster (alternated in one
-    process, 1,000 alpaca and glaive rows). A user's ``TOKENIZERS_PARALLELISM`` is left as it is.
+    shares its core with a Rust worker, so one Rust thread beside it is faster (docs/performance.md).
+    A user's ``TOKENIZERS_PARALLELISM`` is left as it is.
     """
     if not pipelined or "TOKENIZERS_PARALLELISM" in os.environ:
         yield
@@ -234,8 +233,7 @@ def _tokenize(examples: list[Any], tokenizer: Any, settings: TokenizeSettings, n
             return tokenize_in_workers(columns, tokenizer, settings, workers, SHARD_ROWS, bar.update)
         # Two threads: one batch is made into columns and rendered (Python, GIL) while the other is
         # tokenized (Rust, GIL released). Batches of 16-1024 rows, a 32nd of all: Rust starts soon and the
-        # last batch leaves one thread alone briefly (vs 64-1024, an 8th, 30 alternated fresh processes:
-        # paired 1.10x on 1,000 alpaca rows, 1.02x on 300 glaive rows).
+        # last batch leaves one thread alone briefly (docs/performance.md compares larger batches).
         threads = min(2, os.cpu_count() or 1)
         with ThreadPoolExecutor(threads) as pool, _rust_on_one_thread(threads > 1):
             return map_batches(

@@ -2,8 +2,7 @@
 
 Why not ``datasets.map(num_proc=...)``: it turns the rows into an Arrow table for the workers, each
 worker writes its shard to an Arrow cache file, the parent reads and concatenates those files and
-then filters and saves them again; measured on alpaca x4 with 2 workers it was slower than one
-process. Here each worker receives a slice of the Python columns (a few MB of JSON text), runs the
+then filters and saves them again, which made 2 workers slower than one process on alpaca x4. Here each worker receives a slice of the Python columns (a few MB of JSON text), runs the
 same :func:`~gym.data.tokenize.tokenize_batch` as the in-process path, and sends back the tokenized
 columns with token ids as int32 NumPy arrays (pickled as raw buffers). The parent keeps the order,
 counts the rows and builds one Arrow table, exactly as in one process, so the result does not
