@@ -2,7 +2,7 @@
 """Serving side by side: `gym serve` vs `transformers serve --continuous-batching` vs LLaMA-Factory's API.
 
 One invocation, the same model folder for every tool (``builtin:tiny`` and the random 26M Llama from
-:mod:`bench.common`), the same load client (``../shared/peers/loadtest_openai.py``: official ``openai``
+:mod:`bench.common`), the same load client (``loadtest_openai.py`` in :data:`common.PEERS`: official ``openai``
 client, streaming, temperature 0, output tokens re-counted with the model's own tokenizer.json), at 1, 8
 and 16 concurrent streams. Every tool runs at its default threads and at ``OMP_NUM_THREADS=1``; the
 table keeps each tool's best setting (highest tok/s at the most streams) and prints Gym's ratios.

@@ -1,6 +1,6 @@
 """SFT LoRA side by side: Gym vs LLaMA-Factory vs plain TRL, non-pad tokens/s and whole-command wall time.
 
-Same for every tool (../shared/peers/README.md): the model folder (builtin:tiny, and the random 26M
+Same for every tool (the peers folder's README, ``PEERS`` in bench/common.py): the model folder (builtin:tiny, and the random 26M
 Llama of bench/common.py), the rows (alpaca_en_demo rows whose chatml rendering fits the cutoff for
 every tool, so truncation decides nothing), LoRA r 8 on all linear layers, 30 steps x batch 8, cutoff
 128, learning rate 1e-4 constant, no gradient checkpointing, fp32, no checkpoint saving.
