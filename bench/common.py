@@ -2,8 +2,8 @@
 
 Peers live under ``.bench/`` (ignored by git), never in the project's ``.venv``:
 - ``.bench/llamafactory``: LLaMA-Factory 0.9.5 on the CPU torch wheel, with the CPU fix from
-  the peers folder's README (:data:`PEERS`; its PyPI torchvision/torchaudio wheels are CUDA builds that crash
-  its CLI on import: torchvision is removed and torchaudio's shared libraries are moved aside).
+  the peers folder's README (:data:`PEERS`; its PyPI torchvision/torchaudio wheels are CUDA builds
+  that crash its CLI on import: torchvision is removed and torchaudio's shared libraries are moved aside).
 - plain TRL and ``transformers serve --continuous-batching`` run from the project's venv: the same
   transformers, TRL and torch that Gym itself uses, so only the tool differs.
 - ``.bench/gym-train``: Gym as a user who trains installs it, ``zoo-gym[train]`` (editable, so it runs
@@ -31,9 +31,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "llamafactory-data"
-PEERS = (
-    REPO.parent / "shared" / "peers"
-)  # the peers' notes and load client, beside the checkout like the fixtures
+# The peers' notes and load client, beside the checkout like the fixtures.
+PEERS = REPO.parent / "shared" / "peers"
 BENCH = Path(os.environ.get("GYM_BENCH_DIR", REPO / ".bench"))
 TORCH = "torch==2.13.0"
 LLAMAFACTORY = "llamafactory==0.9.5"

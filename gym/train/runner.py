@@ -232,7 +232,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     planned = planned_steps(trainer)
     resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn, max_step=planned)
     restored = resume is not None and planned is not None and checkpoint_step(resume) >= planned
-    measured: dict[str, Any] = {}  # what this session measured, written into train_results.json
+    measured: dict[str, Any] = {}  # what this run measured, written into train_results.json
     evaluating = getattr(getattr(trainer, "args", None), "eval_strategy", "no") != "no"
     if restored:
         restore_checkpoint(trainer, resume)  # killed after its last checkpoint: finish without a step
