@@ -364,34 +364,3 @@ def test_training_free_config_pushes_base_ref_and_library_and_the_space_serves_w
         space_log = space.stop()
     shutil.rmtree(loop.root / "space", ignore_errors=True)
     assert_nothing_leaked(loop, done.stdout, done.stderr, space_log)
-
-
-@pytest.mark.parametrize("loop", [1], indirect=True)
-def test_preempted_managed_job_resumes_from_the_bucket_and_pushes_once(loop: Loop) -> None:
-    """Spot preemption after the first complete checkpoint: the recovered job (a fresh node) resumes from the
-    bucket, finishes, and the model is committed once."""
-    import subprocess
-    import sys
-
-    bucket = loop.root / "bucket"  # an absolute output_dir both nodes see, as a mounted checkpoint bucket
-    loop.sky.preempt = lambda job: any((bucket / "checkpoints").glob("checkpoint-*/gym_complete.json"))
-    env = {**e2e.action_env(loop.root, loop.github, PUSH, "push", loop.sky.endpoint, loop.workspace),
-           "HF_TOKEN": e2e.HF_TOKEN, "GYM_API_KEY": e2e.API_KEY, "HF_READ_TOKEN": e2e.READ_TOKEN}  # fmt: skip
-    flags = ["--output_dir", str(bucket), "--max_steps", "6", "--save_steps", "2", "--set", "eval.limit=4"]
-    done = subprocess.run([sys.executable, "-m", "gym", "launch", "--cloud", "gym.toml", *flags],
-                          cwd=loop.workspace, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (job,) = loop.sky.jobs.values()
-    assert job.done.wait(900), "the job did not finish"
-    log = "".join(job.lines)
-    assert job.status == "SUCCEEDED" and job.recovery_count == 1, log[-4000:]
-    assert "preempted; recovering on a new node" in log
-    train = json.loads((bucket / "train_results.json").read_text())
-    assert "checkpoint-" in (train["resumed_from"] or "") and train["steps"] == 6
-    assert loop.hub.state.commits.count(f"model:{MODEL}") == 1
-    status = subprocess.run([sys.executable, "-m", "gym", "status", "gym.toml"], cwd=loop.workspace, env=env,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert status.stdout.split()[:5] == ["1", "gym-support-bot", "SUCCEEDED", "recoveries:", "1"], (
-        status.stdout
-    )
-    assert_nothing_leaked(loop, done.stdout, done.stderr, status.stdout)

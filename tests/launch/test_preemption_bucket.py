@@ -3,7 +3,8 @@
 `gym launch --cloud` sends the task with ``file_mounts: {/checkpoints: s3://...}`` and ``--output_dir
 /checkpoints/demo``; the SkyPilot double keeps the bucket in a host folder mounted (relocated) on every
 node. After the first complete checkpoint it preempts the job; the recovered attempt runs on fresh nodes
-(new HOME, cache, venv, workdir), resumes from the checkpoint in the bucket and pushes the model once.
+(new HOME, cache, venv, workdir), resumes from the checkpoint in the bucket and pushes the model once;
+`gym status` reports the recovery, and the Hub token appears in no log or node file.
 """
 
 from __future__ import annotations
@@ -52,10 +53,19 @@ def test_preempted_job_resumes_from_the_bucket_on_fresh_nodes_and_pushes_once(tm
             assert done.returncode == 0, done.stderr + done.stdout
             (job,) = sky.jobs.values()
             assert job.done.wait(900), "the job did not finish"
+            status = gym(["status", "gym.toml"], project, env, timeout=120)
         commits = list(hub.state.commits)
     log = "".join(job.lines)
     (tmp_path / "job.log").write_text(log)
     assert job.status == "SUCCEEDED" and job.recovery_count == 1, log[-4000:]
+    assert "preempted; recovering on a new node" in log
+    assert status.stdout.split()[:5] == ["1", "gym-demo", "SUCCEEDED", "recoveries:", "1"], status.stdout
+    for where, text in (("the launch output", done.stdout + done.stderr), ("the job log", log),
+                        ("gym status", status.stdout + status.stderr)):  # fmt: skip
+        assert HF_TOKEN not in text, f"the Hub token leaked into {where}"
+    for folder in (run, *(attempt.nodes[0].folder for attempt in job.attempts)):
+        for path in (p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+            assert HF_TOKEN.encode() not in path.read_bytes(), f"the Hub token leaked into {path}"
     assert job.task["envs"]["GYM_FLAGS"] == "--output_dir /checkpoints/demo"  # what Gym sent
     first, second = (attempt.nodes[0] for attempt in job.attempts)
     assert job.attempts[0].mounts == job.attempts[1].mounts == {"/checkpoints": run.parent}
