@@ -1,6 +1,6 @@
 """GPTQ/AWQ: what needs no GPTQModel runs here; the quantize/train/serve/export flow runs in a Python that
 has it (GPTQModel 7.6.0 would change numpy in the shared environment, so it lives in its own venv:
-``GYM_QUANT_PYTHON`` or ``.venv-quant/bin/python``; see the README), and is skipped with the reason
+``GYM_QUANT_PYTHON`` or ``.venv-quant/bin/python``; see docs/quantized.md), and is skipped with the reason
 when there is none."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_gptq_awq_quantize_train_serve_and_export(tmp_path: Path) -> None:
     if python is None:
         pytest.skip(
             "no Python with gptqmodel==7.6.0 and optimum: set GYM_QUANT_PYTHON or build .venv-quant "
-            "(README: Quantized bases); GPTQModel changes numpy, so it stays out of the shared venv"
+            "(`make quant`, docs/quantized.md); GPTQModel changes numpy, so it stays out of the shared venv"
         )
     env = {
         **os.environ,
