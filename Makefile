@@ -46,10 +46,10 @@ browser:
 		|| echo "chromium could not be installed: the headless page test will be skipped"
 
 test: $(STAMP) $(QSTAMP) browser
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 # Side-by-side performance against LLaMA-Factory, plain TRL and `transformers serve` (not part of `make test`):
 # builds the peers' venv under .bench/ (once) and the 26M model, runs each comparison, prints one table of ratios.
@@ -60,6 +60,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check gym tests bench action
 	$(BIN)/ruff format --check gym tests bench action
 
+# worksteal: an idle worker takes queued tests from the busy one (tests/conftest.py puts the slow files first).
 docs: $(STAMP)
 	$(BIN)/gym schema --markdown -o docs/gym-toml.md
 	$(BIN)/gym schema -o docs/gym.schema.json

@@ -1,6 +1,10 @@
-"""Guards on the project's own promises: templates listed in config match the README's claims, CI calls make."""
+"""Guards on the project's own promises: CI calls make, the README opens with the two commands and names
+every extra, and the user docs read as a manual (no work-log words, no paths outside the repository)."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -12,3 +16,40 @@ def test_ci_calls_make_test() -> None:
 def test_readme_opens_with_the_two_commands() -> None:
     head = (REPO / "README.md").read_text().split("\n## ")[0]
     assert "make demo" in head and "make test" in head
+
+
+# Words of a work log, not of a user's manual, and paths that exist only on one machine.
+_LOG_WORDS = re.compile(
+    r"\bsittings?\b|\bthis session\b|\bhelper sessions?\b|/work/|\.\./shared\b|/tmp/prompts", re.I
+)
+
+
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def test_readme_and_docs_read_as_a_manual() -> None:
+    found = [
+        f"{page.relative_to(REPO)}:{number}: {match.group(0)!r}"
+        for page in _pages()
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        for match in _LOG_WORDS.finditer(line)
+    ]
+    assert not found, "work-log words or machine paths in the user docs:\n" + "\n".join(found)
+
+
+def test_log_word_check_catches_what_it_is_for() -> None:
+    assert _LOG_WORDS.search("measured in the fourth sitting") and _LOG_WORDS.search("see /work/shared/x")
+    assert not _LOG_WORDS.search("a requests.Session keeps the connection; pytest's session fixture")
+
+
+def test_readme_install_names_every_extra() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    install = (REPO / "README.md").read_text().split("\n## Install", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in extras if name != "test" and f"| `{name}` |" not in install]
+    assert not missing, f"extras without a row in the README's Install table: {missing}"
