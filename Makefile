@@ -45,6 +45,7 @@ browser:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium could not be installed: the headless page test will be skipped"
 
+# worksteal: an idle worker takes queued tests from the busy one (tests/conftest.py puts the slow files first).
 test: $(STAMP) $(QSTAMP) browser
 	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
@@ -60,7 +61,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check gym tests bench action
 	$(BIN)/ruff format --check gym tests bench action
 
-# worksteal: an idle worker takes queued tests from the busy one (tests/conftest.py puts the slow files first).
 docs: $(STAMP)
 	$(BIN)/gym schema --markdown -o docs/gym-toml.md
 	$(BIN)/gym schema -o docs/gym.schema.json
