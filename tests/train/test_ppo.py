@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gym.config import load_config
-from gym.train import ppo_core
+from gym.train.ppo import core as ppo_core
 from gym.train.runner import run_training
 
 pytestmark = pytest.mark.slow

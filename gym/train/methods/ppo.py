@@ -1,4 +1,4 @@
-"""PPO (``method = 'ppo'``) on Gym's own trainer, :class:`gym.train.ppo.PPOTrainer`: TRL no longer has one."""
+"""PPO (``method = 'ppo'``) registered from its family, :mod:`gym.train.ppo` (Gym's own trainer: TRL has none)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from gym.train.registry import TrainContext, register_trainer
 
 
 def build_ppo(ctx: TrainContext) -> Any:
-    from gym.train.ppo import PPOTrainer
+    from gym.train.ppo.trainer import PPOTrainer
 
     return PPOTrainer(ctx)
 

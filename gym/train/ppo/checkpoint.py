@@ -22,7 +22,7 @@ import torch
 from gym.train.checkpoints import checkpoints, training_fingerprint, write_marker
 
 if TYPE_CHECKING:
-    from gym.train.ppo import PPOTrainer
+    from gym.train.ppo.trainer import PPOTrainer
 
 POLICY, VALUE_HEAD, OPTIMIZER, SCHEDULER, RNG, STATE = (
     "policy.safetensors",

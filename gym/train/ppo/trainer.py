@@ -2,7 +2,7 @@
 
 One training step is one rollout batch of ``train.batch_size`` prompts: sample a completion for each
 (``train.grpo.max_completion_length`` tokens at ``train.grpo.temperature``), score it (reward model or
-reward functions, see :mod:`gym.train.ppo_rewards`), fold a per-token KL penalty to the frozen reference
+reward functions, see :mod:`gym.train.ppo.rewards`), fold a per-token KL penalty to the frozen reference
 into the rewards, compute GAE advantages and returns, whiten the advantages, then take
 ``train.ppo.ppo_epochs`` optimizer steps on the clipped policy loss plus the clipped value loss.
 
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gym.train import ppo_core
-from gym.train.ppo_rollout import Prompt, Rollout, forward, prompts_from_rows, sample, value_head
+from gym.train.ppo import core as ppo_core
+from gym.train.ppo.rollout import Prompt, Rollout, forward, prompts_from_rows, sample, value_head
 
 if TYPE_CHECKING:
     from gym.train.registry import TrainContext
@@ -49,7 +49,7 @@ class PPOTrainer:
         from gym.model.adapters import is_quantized
         from gym.train.arguments import common_arguments
         from gym.train.methods.dpo import is_peft
-        from gym.train.ppo_rewards import make_scorer
+        from gym.train.ppo.rewards import make_scorer
 
         config = self.config = ctx.config
         # Before the Accelerator: building TrainingArguments resets accelerate's shared state.
@@ -122,14 +122,14 @@ class PPOTrainer:
 
     def restore_checkpoint(self, folder: Path) -> None:
         """Load a checkpoint without training (the run was killed after its last checkpoint)."""
-        from gym.train.ppo_checkpoint import load_checkpoint
+        from gym.train.ppo.checkpoint import load_checkpoint
 
         load_checkpoint(self, folder)
 
     def train(self, resume_from_checkpoint: str | None = None) -> Any:
         """Run PPO steps until ``state.max_steps``, resuming exactly from a Gym PPO checkpoint when given."""
         from gym.train.guards import non_finite_loss
-        from gym.train.ppo_checkpoint import load_checkpoint, save_checkpoint
+        from gym.train.ppo.checkpoint import load_checkpoint, save_checkpoint
 
         if resume_from_checkpoint:
             load_checkpoint(self, Path(resume_from_checkpoint))
