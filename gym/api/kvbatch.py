@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -107,6 +108,21 @@ def _prepend(cache: Any, mask: Any, prefix: PrefixEntry) -> Any:
     return torch.cat([ones, mask], dim=-1)
 
 
+def growing_layers_supported() -> bool:
+    """:class:`GrowingLayer` subclasses transformers' ``DynamicLayer``: only on the versions it was tested on;
+    elsewhere the cache keeps transformers' own layers (one note in the log)."""
+    from gym.model.device import hook_note
+
+    note = hook_note("growing_kv_layer")
+    if note is not None and not _NOTED:
+        _NOTED.append(note)
+        logging.getLogger(__name__).warning(note)
+    return note is None
+
+
+_NOTED: list[str] = []
+
+
 class RunningBatch:
     def __init__(self, model: Any, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
         from transformers.cache_utils import DynamicLayer
@@ -121,6 +137,7 @@ class RunningBatch:
         self.width = 0
         self._dynamic = DynamicLayer
         self._growing = _growing_layer_class()
+        self._grow = growing_layers_supported()
         self._plain_model: bool | None = None
         self._last_only = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._cascade = getattr(model.config, "_attn_implementation", None) == ATTENTION_NAME
@@ -290,7 +307,7 @@ class RunningBatch:
     def _adopt(self, cache: Any) -> None:
         """Move plain full-attention layers into growing buffers (others keep their own update)."""
         for index, layer in enumerate(cache.layers):
-            if type(layer) is self._dynamic:
+            if self._grow and type(layer) is self._dynamic:
                 growing = self._growing()
                 growing.set(layer.keys, layer.values)
                 cache.layers[index] = growing

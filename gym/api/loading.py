@@ -96,7 +96,9 @@ def load_model_and_tokenizer(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        from gym.model.device import inference_device
+
+        device = inference_device()
     from gym.model.quantized import checkpoint_quantization
 
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)

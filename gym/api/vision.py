@@ -157,10 +157,11 @@ class VisionBackend(TokenizerPrompts):
 
     @classmethod
     def from_source(cls, source: ModelSource, device: str | None = None, **_: Any) -> VisionBackend:
-        import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        from gym.model.device import inference_device
+
+        device = device or inference_device()
         model = AutoModelForImageTextToText.from_pretrained(source.base)
         if source.adapter:
             from peft import PeftModel

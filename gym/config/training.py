@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from gym.config.base import EnvVarName, Section, fail
 from gym.config.distributed import DistributedConfig
@@ -16,6 +16,7 @@ Adapter = Literal["lora", "qlora", "dora", "full", "freeze"]
 Tracker = Literal["wandb", "mlflow", "tensorboard", "trackio", "comet_ml", "swanlab"]
 REWARD_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 BUILTIN_REWARDS = ("exact_match", "numeric_match", "regex_format", "length_penalty")
+PPO_SAMPLING_KEYS = ("max_completion_length", "temperature")  # once read from train.grpo, now train.ppo
 
 
 class LoraConfig(Section):
@@ -88,6 +89,19 @@ class PpoConfig(Section):
     gamma: float = Field(default=1.0, gt=0, le=1, description="Discount factor.")
     lam: float = Field(default=0.95, gt=0, le=1, description="GAE lambda.")
     ppo_epochs: int = Field(default=4, gt=0, description="Optimisation passes over each batch of rollouts.")
+    max_completion_length: int = Field(
+        default=256,
+        gt=0,
+        description="Longest completion sampled per prompt in a rollout, in tokens (prompt and completion share "
+        "train.max_length).",
+    )
+    temperature: float = Field(
+        default=0.7,
+        gt=0,
+        le=2,
+        description="Sampling temperature of rollouts; PPO samples at exactly this temperature (no top-k or "
+        "top-p), the distribution its probability ratios and KL are computed with.",
+    )
 
 
 class GrpoConfig(Section):
@@ -235,6 +249,15 @@ class TrainConfig(Section):
         "thread and one per core and the faster per trained token is kept (train_results.json records the "
         "measurement).",
     )
+    cpu_kernels: Literal["auto"] | bool = Field(
+        default="auto",
+        description="Gym's CPU-only training speed-ups (LoRA products through a merged weight, packed "
+        "per-sample attention for padding-free SFT, length-grouped batches, trainable-only gradient "
+        "clipping, the cpu_threads policy; docs/cpu-kernels.md). 'auto': on when training on CPU, off on a "
+        "GPU; false: a CPU run takes exactly the path a GPU node takes (PEFT's LoRA layers, transformers' "
+        "attention, the standard collator, torch's default threads); true: on, refused on a CUDA machine. "
+        "The environment variable GYM_CPU_KERNELS=0|1|auto overrides it.",
+    )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")
     save_steps: int = Field(default=200, gt=0, description="Write a checkpoint every N steps.")
@@ -264,6 +287,8 @@ class TrainConfig(Section):
         description="Training over several processes: DDP, FSDP or DeepSpeed ZeRO.",
     )
 
+    _ppo_keys_in_grpo: list[str] = PrivateAttr(default_factory=list)
+
     @field_validator("cpu_threads", mode="before")
     @classmethod
     def _check_threads(cls, value: object) -> object:
@@ -273,12 +298,41 @@ class TrainConfig(Section):
             return value
         raise fail(f"expected 'auto', 'fastest' or a whole number >= 1, got {describe(value)}")
 
-    @field_validator("gradient_checkpointing", "padding_free", mode="before")
+    @field_validator("gradient_checkpointing", "padding_free", "cpu_kernels", mode="before")
     @classmethod
     def _check_checkpointing(cls, value: object) -> object:
         if value == "auto" or isinstance(value, bool):
             return value
         raise fail(f"expected 'auto', true or false, got {describe(value)}")
+
+    @model_validator(mode="after")
+    def _ppo_sampling_from_grpo(self) -> TrainConfig:
+        """Configs written before [train.ppo] had sampling keys set them under train.grpo: PPO still uses those."""
+        if self.method == "ppo":
+            self._ppo_keys_in_grpo = [
+                key
+                for key in PPO_SAMPLING_KEYS
+                if key in self.grpo.model_fields_set and key not in self.ppo.model_fields_set
+            ]
+            for key in self._ppo_keys_in_grpo:
+                setattr(self.ppo, key, getattr(self.grpo, key))
+        return self
+
+    @property
+    def ppo_keys_in_grpo(self) -> list[str]:
+        """PPO sampling keys this config sets under train.grpo (the older place) rather than train.ppo."""
+        return list(self._ppo_keys_in_grpo)
+
+    @property
+    def completion_key(self) -> tuple[str, str, str]:
+        """Where this method's ``max_completion_length`` is set (GRPO: train.grpo; PPO: train.ppo)."""
+        moved = self.method == "ppo" and "max_completion_length" not in self._ppo_keys_in_grpo
+        return ("train", "ppo" if moved else "grpo", "max_completion_length")
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens a GRPO/PPO prompt leaves free for the completions sampled from it."""
+        return self.ppo.max_completion_length if self.method == "ppo" else self.grpo.max_completion_length
 
     @field_validator("resume")
     @classmethod

@@ -21,9 +21,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 
 def device() -> str:
-    import torch
+    from gym.model.device import inference_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return inference_device()
 
 
 def _place(model: Any) -> Any:

@@ -73,9 +73,9 @@ def gradient_checkpointing(config: GymConfig) -> bool:
     """``train.gradient_checkpointing`` resolved: 'auto' is on with a CUDA GPU, off on CPU (slower there)."""
     value = config.train.gradient_checkpointing
     if value == "auto":
-        import torch
+        from gym.model.device import plan_device
 
-        return torch.cuda.is_available()
+        return plan_device(config).device == "cuda"
     return bool(value)
 
 
@@ -125,9 +125,9 @@ def _peft(model: Any, config: GymConfig, *, use_dora: bool) -> Any:
         raise ModelError(
             f"cannot put a {'DoRA' if use_dora else 'LoRA'} adapter on the model: {first}"
         ) from error
-    import torch
+    from gym.model.device import plan_device
 
-    if not torch.cuda.is_available():  # training on CPU: the adapters' products in BLAS's fast layout
+    if plan_device(config).uses("lora_matmuls"):  # the adapters' products in BLAS's fast CPU layout
         from gym.model.cpu_kernels.lora_matmuls import use_cpu_lora_matmuls
 
         use_cpu_lora_matmuls(adapted)

@@ -199,11 +199,9 @@ def resolve_dtype(name: str) -> Any:
     """``torch.dtype`` for ``model.dtype``: 'auto' is bfloat16 on a CUDA GPU that supports it, else float32."""
     import torch
 
-    if name == "auto":
-        return (
-            torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
-        )
-    return getattr(torch, name)
+    from gym.model.device import auto_dtype_name
+
+    return getattr(torch, auto_dtype_name() if name == "auto" else name)
 
 
 def effective_quantization(config: GymConfig) -> str:
@@ -257,9 +255,9 @@ def quantized_device_map() -> dict[str, Any]:
 
     Quantized weights cannot be moved after loading, so they must be placed on the right device up front.
     """
-    import torch
+    from gym.model.device import cuda_available
 
-    if torch.cuda.is_available():
+    if cuda_available():
         return {"": int(os.environ.get("LOCAL_RANK", "0"))}
     return {"": "cpu"}
 

@@ -119,7 +119,9 @@ def check_reload(folder: Path, method: str, row: dict[str, list[int]]) -> None:
     found = checkpoint_quantization(folder)
     if found != method:
         raise QuantizeError(f"{folder / 'config.json'} says quant_method {found!r}, expected {method!r}")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    from gym.model.device import inference_device
+
+    device = inference_device()
     try:
         model = AutoModelForCausalLM.from_pretrained(str(folder), device_map={"": device})
         with torch.no_grad():

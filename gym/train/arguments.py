@@ -17,9 +17,9 @@ TRACKERS_OFF = ["none"]
 
 def bf16_supported() -> bool:
     """bf16 only where the hardware really runs it: a CUDA GPU that supports it (never on CPU here)."""
-    import torch
+    from gym.model.device import auto_dtype_name
 
-    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return auto_dtype_name() == "bfloat16"
 
 
 def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool = False) -> dict[str, Any]:
@@ -29,12 +29,11 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool 
     step (the base, for the before/after in train_results.json), every ``train.eval_steps`` steps and, by
     the runner, at the end.
     """
-    import torch
-
     from gym.model.adapters import gradient_checkpointing
+    from gym.model.device import plan_device
     from gym.train.distributed import distributed_arguments
 
-    train = config.train
+    train, plan = config.train, plan_device(config)
     use_bf16 = bf16_supported() and config.model.dtype in ("auto", "bfloat16")
     return {
         **distributed_arguments(train.distributed, bf16=use_bf16),
@@ -56,12 +55,12 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool 
         "data_seed": train.seed,
         "report_to": list(train.report_to) or TRACKERS_OFF,
         "bf16": use_bf16,
-        "fp16": bool(torch.cuda.is_available() and not use_bf16 and config.model.dtype == "float16"),
+        "fp16": bool(plan.device == "cuda" and not use_bf16 and config.model.dtype == "float16"),
         "gradient_checkpointing": gradient_checkpointing(config),
         "disable_tqdm": True,  # Gym's own progress bar shows loss and tokens/s
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,
-        "use_cpu": not torch.cuda.is_available(),
+        "use_cpu": plan.device == "cpu",
         "save_only_model": False,
         "eval_strategy": "steps" if evaluate else "no",
         "eval_steps": train.eval_steps or train.save_steps,

@@ -48,17 +48,17 @@ class TrainResult:
     data: dict = field(default_factory=dict)  # rows read, trained, truncated, skipped; p95 length
 
 
-def device_plan(config: GymConfig) -> Any:
+def device_plan(config: GymConfig, device: str | None = None) -> Any:
     """:func:`gym.model.device.plan_device`; ``train.cpu_kernels = true`` on a CUDA machine is a config error
     at its ``file:line:col`` (the environment variable's is one sentence)."""
     from gym.model.device import KernelsOnGpu, plan_device
 
     try:
-        return plan_device(config)
+        return plan_device(config, device=device)
     except KernelsOnGpu as error:
         if error.from_env:
             raise
-        raise key_error(config, ("train", "cpu_kernels"), str(error).split(" turns ", 1)[1]) from None
+        raise key_error(config, ("train", "cpu_kernels"), f"true {error.REASON}") from None
 
 
 def key_error(config: GymConfig, key: tuple[str, ...], message: str) -> Exception:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import VALID
+
+pytestmark = pytest.mark.usefixtures("cpu_kernels_on")  # the kernels' own tests (tests/train/conftest.py)
 
 
 def sft_trainer(tmp_path: Path, extra: str = "") -> Any:
@@ -35,8 +39,8 @@ def sft_trainer(tmp_path: Path, extra: str = "") -> Any:
 def test_padding_free_step_has_the_loss_and_gradient_of_the_padded_batch(tmp_path: Path) -> None:
     import torch
 
-    from gym.train.collate import PackedCollator, PadCollator
     from gym.model.cpu_kernels.packed_attention import NAME
+    from gym.train.collate import PackedCollator, PadCollator
 
     trainer, tokenizer = sft_trainer(tmp_path)
     model = trainer.model

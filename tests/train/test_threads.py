@@ -15,6 +15,8 @@ import pytest
 from gym.model.cpu_kernels.threads import usable_cores
 from tests.train.test_sft import _write
 
+pytestmark = pytest.mark.usefixtures("cpu_kernels_on")  # the kernels' own tests (tests/train/conftest.py)
+
 FASTEST = 'cpu_threads = "fastest"'
 
 

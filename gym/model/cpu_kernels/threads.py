@@ -77,15 +77,17 @@ def candidates() -> list[int]:
 
 
 def fixed_threads(config: GymConfig) -> int | None:
-    """The thread count to set now, or None: leave torch as it is (GPU, or OMP_NUM_THREADS set)."""
-    import torch
+    """The thread count to set now, or None: leave torch as it is (a GPU, OMP_NUM_THREADS set, or the CPU
+    kernels off: a number in ``train.cpu_threads`` still applies there, 'auto' and 'fastest' do not)."""
+    from gym.model.device import plan_device
 
-    if torch.cuda.is_available():
+    plan = plan_device(config)
+    if plan.device != "cpu":
         return None
     wanted = config.train.cpu_threads
     if wanted not in ("auto", "fastest"):
         return int(wanted)
-    if os.environ.get("OMP_NUM_THREADS"):
+    if not plan.cpu_kernels or os.environ.get("OMP_NUM_THREADS"):
         return None
     return usable_cores()  # 'fastest' starts here too: its trials leave every step but one forward on it
 
@@ -101,11 +103,14 @@ def header_note(config: GymConfig) -> str | None:
 
 
 def make_tuner_skips(config: GymConfig, total_steps: int | None) -> bool:
-    """Whether there is nothing to measure: a GPU, a fixed count, OMP_NUM_THREADS, one core, a short run."""
-    import torch
+    """Whether there is nothing to measure: a GPU or the CPU kernels off, a fixed count, OMP_NUM_THREADS,
+    one core, a short run."""
+    from gym.model.device import plan_device
 
+    plan = plan_device(config)
     return (
-        torch.cuda.is_available()
+        plan.device != "cpu"
+        or not plan.cpu_kernels
         or config.train.cpu_threads != "fastest"
         or bool(os.environ.get("OMP_NUM_THREADS"))
         or len(candidates()) == 1

@@ -22,10 +22,10 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from gym.train.arguments import common_arguments
-from gym.train.collate import IGNORE_INDEX, PackedCollator, PadCollator
 from gym.model.cpu_kernels.length_groups import split_batch
 from gym.model.cpu_kernels.packed_attention import use_packed_attention
+from gym.train.arguments import common_arguments
+from gym.train.collate import IGNORE_INDEX, PackedCollator, PadCollator
 from gym.train.registry import TrainContext, register_trainer
 from gym.train.vision_collate import VisionCollator, has_images
 
@@ -40,6 +40,8 @@ def _trainer_class() -> type:
         """SFTTrainer with a lean loss: cross-entropy only; counts the non-pad tokens it trains on."""
 
         gym_tokens = 0
+        gym_cpu_clip = False  # CPU kernels: clip over the trainable parameters only (DevicePlan)
+        gym_length_groups = False  # CPU kernels: a padded batch trained as length-sorted groups
         _gym_keeps_logits: bool | None = None
         _gym_parameters: int | None = None
         _gym_trainable: list | None = None
@@ -101,7 +103,11 @@ def _trainer_class() -> type:
             py-spy); their gradients are None, which clipping skips, so the norm and the clip are the same."""
             from accelerate.utils import DistributedType
 
-            if self.accelerator.distributed_type != DistributedType.NO or self.args.fp16:
+            if (
+                not self.gym_cpu_clip
+                or self.accelerator.distributed_type != DistributedType.NO
+                or self.args.fp16
+            ):
                 return super()._clip_grad_norm(model)
             if self._gym_trainable is None:
                 self._gym_trainable = [p for p in model.parameters() if p.requires_grad]
@@ -126,7 +132,8 @@ def _trainer_class() -> type:
         def _gym_may_group(self, num_items_in_batch) -> bool:
             """Grouping keeps the gradient only when the loss is a sum over tokens / the whole batch's tokens."""
             return (
-                self.args.device.type == "cpu"
+                self.gym_length_groups
+                and self.args.device.type == "cpu"
                 and num_items_in_batch is not None
                 and self.model_accepts_loss_kwargs
                 and self.compute_loss_func is None
@@ -150,7 +157,7 @@ def padding_free(ctx: TrainContext) -> bool:
     when the model's attention keeps the samples of a padding-free row apart at padded cost (on a GPU
     without varlen attention, SDPA would compute the whole row's square mask, so padded batches stay
     there). Switches such a model to that attention (gym/model/cpu_kernels/packed_attention.py)."""
-    import torch
+    from gym.model.device import plan_device
 
     wanted = ctx.config.train.padding_free
     if has_images(ctx.data.train):
@@ -159,8 +166,7 @@ def padding_free(ctx: TrainContext) -> bool:
         return False  # the vision collator pads (and refuses train.packing itself)
     if wanted is False:
         return False
-    on_cpu = not torch.cuda.is_available()
-    switched = on_cpu and use_packed_attention(ctx.model)
+    switched = plan_device(ctx.config).uses("packed_attention") and use_packed_attention(ctx.model)
     return switched or ctx.config.train.packing or wanted is True
 
 
@@ -206,7 +212,9 @@ def build_sft(ctx: TrainContext) -> Any:
     if config.train.packing:
         train = pack_rows(train, config.train.max_length)
     evaluation = ctx.data.eval.select_columns(columns) if ctx.data.eval is not None else None
-    return _trainer_class()(
+    from gym.model.device import plan_device
+
+    trainer = _trainer_class()(
         model=ctx.model,
         args=sft_config,
         data_collator=collator,
@@ -215,6 +223,10 @@ def build_sft(ctx: TrainContext) -> Any:
         processing_class=processing_class,
         callbacks=ctx.callbacks,
     )
+    plan = plan_device(config)
+    trainer.gym_cpu_clip = plan.uses("clip_grad_norm")
+    trainer.gym_length_groups = plan.cpu_kernels
+    return trainer
 
 
 register_trainer("sft", build_sft)
