@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gym.model.device import cuda_available
 from gym.train.checkpoints import checkpoints, training_fingerprint, write_marker
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def rng_state() -> dict[str, Any]:
     import numpy
 
     state = {"python": random.getstate(), "numpy": numpy.random.get_state(), "cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
+    if cuda_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
@@ -54,7 +55,7 @@ def restore_rng(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     numpy.random.set_state(state["numpy"])
     torch.set_rng_state(state["cpu"])
-    if torch.cuda.is_available() and "cuda" in state:
+    if cuda_available() and "cuda" in state:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 

@@ -54,7 +54,7 @@ class PPOTrainer:
         config = self.config = ctx.config
         # Before the Accelerator: building TrainingArguments resets accelerate's shared state.
         self.args = TrainingArguments(**common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval))
-        self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        self.accelerator = Accelerator(cpu=self.args.use_cpu)  # the DevicePlan's device
         if self.accelerator.num_processes > 1:
             raise ValueError("train.method = 'ppo' runs in one process; launch it on a single GPU")
         set_seed(config.train.seed)
