@@ -69,6 +69,7 @@ def node_env(root: Path, hub_url: str, cache: Path) -> dict[str, str]:
         "HF_ENDPOINT": hub_url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0",
         "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+        "GYM_CPU_KERNELS": "0",  # a GPU node's path: PEFT's layers, transformers' attention, plain batches
     }  # fmt: skip
 
 

@@ -47,9 +47,11 @@ def write_project(folder: Path, toml: str, rows: int = 48) -> Path:
 
 
 def node_env(hub_url: str | None = None) -> dict[str, str]:
-    """What every node has besides the venv: one thread per process, gloo on loopback, the Hub double."""
+    """What every node has besides the venv: one thread per process, gloo on loopback, the Hub double, and
+    a GPU node's code path (``GYM_CPU_KERNELS=0``: Gym's CPU kernels off)."""
     env = {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}  # fmt: skip
+           "PYTHONUNBUFFERED": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+           "GYM_CPU_KERNELS": "0"}  # fmt: skip
     if hub_url:
         env.update(HF_ENDPOINT=hub_url, HF_HUB_OFFLINE="0")
     return env
