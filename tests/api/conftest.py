@@ -93,9 +93,10 @@ def start_server(
     return url, process
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tiny_dir: Path, cache_root: Path) -> Iterator[str]:
-    """`gym serve builtin:tiny` with an API key set; yields its base URL."""
+    """`gym serve builtin:tiny` with an API key set, one per test process for every module that only
+    talks to it (a server start is a full torch import and model load); yields its base URL."""
     url, process = start_server(["builtin:tiny"], server_env(cache_root, GYM_API_KEY=API_KEY))
     yield url
     stop(process)
