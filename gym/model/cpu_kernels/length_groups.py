@@ -1,21 +1,11 @@
 """Length-grouped micro-batches: the rows of one padded batch, run as a few groups of similar length.
 
-A padded batch costs ``rows x longest row`` tokens of work, whatever the rows' own lengths; on the
-alpaca rows of the training benchmark a fifth of that is padding. Splitting the batch, sorted by
-length, into groups that are each padded only to their own longest row removes most of it, while every
-group adds one forward/backward of fixed cost. ``plan_groups`` picks the split that minimises
-``padded tokens + GROUP_COST_TOKENS x groups`` (an exact dynamic programme over the sorted lengths).
-
-The step trains the same rows with the same gradient: every group's loss is summed over its trained
-tokens and divided by the trained tokens of the whole batch (Trainer's ``num_items_in_batch``), and
-the gradients of the groups add up before the optimiser steps.
-
-Measured on CPU, one thread, batch 8 at cutoff 128, process CPU time per trained token
-(bench/train_throughput.py's data): on the random 26M Llama two or four length-sorted groups train
-1.15-1.17x faster than one padded batch and eight single rows only 1.04x; on the 0.66M built-in tiny
-model two groups are level with one padded batch, four are 0.89x and eight 0.68x. A group therefore
-costs about as much as 64 tokens of work, which keeps tiny models on one or two groups and splits
-only where padding really costs.
+A padded batch costs ``rows x longest row`` tokens of work; groups sorted by length, each padded to its
+own longest row, remove most of the padding while each adds one forward/backward of fixed cost.
+``plan_groups`` picks the split minimising ``padded tokens + GROUP_COST_TOKENS x groups`` (an exact
+dynamic programme over the sorted lengths). The gradient is the batch's: each group's loss is summed
+over its trained tokens and divided by the whole batch's (Trainer's ``num_items_in_batch``).
+Measurements in docs/cpu-kernels.md.
 """
 
 from __future__ import annotations

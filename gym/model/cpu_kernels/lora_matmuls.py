@@ -1,32 +1,13 @@
 """LoRA's low-rank update on CPU with its matrix products laid out the way CPU BLAS runs them fast.
 
-PEFT computes a LoRA layer's update as ``lora_B(lora_A(x)) * scaling``: two ``nn.Linear`` layers, whose
-autograd then forms ``grad_B = g^T @ h`` and ``grad_h = g @ B``. Both are products whose result has only
-``r`` columns (r = 8 by default), a shape MKL's SGEMM handles poorly: profiled on this project's CPU
-machines (torch.profiler, one thread, 960 tokens, r 8, 256 output features), ``(256, 960) @ (960, 8)``
-takes 300 us where the same numbers as ``((8, 960) @ (960, 256))^T`` take 72 us, and ``x @ A^T`` 50 us
-against 31 us for ``(A @ x^T)^T``. Across the 28 adapted layers of the built-in tiny model that was a
-tenth of a training step, spent on the adapters' few thousand parameters.
-
-:class:`LowRankUpdate` computes exactly PEFT's update (the same products, the scaling applied to the
-``r``-column activations instead of the output, which is the same number up to rounding) with every
-product written in its fast orientation, forward and backward. When the frozen layer's output comes
-straight from the same input (no LoRA dropout, one adapter), the input's gradient of layer and adapter
-together is one product through the merged weight ``W + scaling * B @ A`` (an ``(out, r) @ (r, in)``
-product per step), replacing the frozen layer's own backward, one adapter product and the sum of the
-two. :class:`CpuLoraVariant` plugs it into
-PEFT's own extension point for LoRA variants (``LoraLayer.lora_variant``, the hook DoRA uses), so the
-layers, weights, saved adapters and merges stay PEFT's. It is installed only for training on CPU and
-only on plain ``nn.Linear`` adapters without a variant of their own or a LoRA bias.
-
-The same merged weight also serves the forward pass: ``x @ (W + scaling * B @ A)^T`` is one product
-where PEFT runs the frozen layer and then the adapter's two thin products and a sum
-(:class:`MergedLoraProduct`). PEFT's variant hook cannot skip the frozen layer (it hands the variant
-that layer's output), so :func:`use_cpu_lora_matmuls` makes each such layer a :class:`CpuLoraLinear`, a
-subclass of PEFT's ``Linear`` that only overrides ``forward`` (the way ``torch.nn.utils.parametrize``
-gives a module its own subclass). On a batch of 768 tokens this cut a training step of the built-in
-tiny model by ~5% and of a 26M-parameter Llama by ~3-4% (steps alternated in one process).
-tests/model/test_lora_matmuls.py checks outputs and gradients against PEFT's own computation.
+PEFT's ``lora_B(lora_A(x)) * scaling`` forms products with only ``r`` columns, a shape MKL's SGEMM
+handles poorly. :class:`LowRankUpdate` computes the same update with every product in its fast
+orientation, and :class:`MergedLoraProduct` runs the frozen layer and its adapter as one product through
+the merged weight ``W + scaling * B @ A``. :class:`CpuLoraVariant` plugs into PEFT's own LoRA-variant
+hook (the one DoRA uses), and :func:`use_cpu_lora_matmuls` makes each plain adapted ``nn.Linear`` a
+:class:`CpuLoraLinear` (a subclass of PEFT's ``Linear`` overriding ``forward`` only), so weights, saved
+adapters and merges stay PEFT's. Only under ``train.cpu_kernels`` and the PEFT versions in
+gym/model/device.py; measurements in docs/cpu-kernels.md, equivalence in tests/model/test_lora_matmuls.py.
 """
 
 from __future__ import annotations

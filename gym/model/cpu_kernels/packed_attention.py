@@ -1,23 +1,13 @@
 """Padding-free rows on CPU: every layer computes real tokens only, attention stays within each sample.
 
-A padding-free batch (gym/train/collate.py) is one row of concatenated samples whose ``position_ids``
-restart at each sample. transformers keeps such samples apart with a block-diagonal mask built from
-those positions, and SDPA then computes the whole ``(total tokens)^2`` score matrix and discards most
-of it: with 8 samples of ~90 tokens that is 8x the attention work of the samples alone, and why packed
-rows were slower than padded ones on CPU. The varlen kernels that avoid it (flash-attention's
-``cu_seqlens``) are CUDA-only.
-
-So Gym registers one more attention function through transformers' own ``AttentionInterface``, named
-:data:`NAME`: for a padding-free row (no attention mask, ``position_ids`` restarting) it lays the
-samples' queries, keys and values out as right-padded ``(samples, heads, longest, dim)`` batches with
-index gathers (samples of similar length together, :func:`plan_attention_groups`), runs causal
-attention on each (batched products for short samples, PyTorch's SDPA for long ones: both in
-gym/model/cpu_kernels/packed_kernels.py, with the gathers), and gathers the real positions back. A causal
-query never sees a key after itself, so the padding slots at each sample's end are never attended to;
-outputs of padding queries are dropped. Attention then costs what it costs for padded rows, while the
-projections, MLPs, norms and the LM head (everything else) run on real tokens only. Every other input
-(a 2D attention mask, a KV cache, a single sequence) goes to transformers' SDPA unchanged, so the model
-generates and evaluates exactly as with ``sdpa``.
+For a padding-free row (samples concatenated, ``position_ids`` restarting) transformers' SDPA computes
+the whole ``(total tokens)^2`` score matrix and discards most of it, and the varlen kernels that avoid
+it are CUDA-only. So Gym registers one more attention function through transformers'
+``AttentionInterface`` (:data:`NAME`): it lays each sample's queries, keys and values out as padded
+batches (samples of similar length together, :func:`plan_attention_groups`), runs causal attention on
+each (gym/model/cpu_kernels/packed_kernels.py) and gathers the real positions back. Every other input
+(an attention mask, a KV cache, one sequence) goes to SDPA unchanged, so generation and evaluation
+are exactly ``sdpa``'s. Measurements in docs/cpu-kernels.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
-"""The two pieces of Gym's packed attention (gym/model/cpu_kernels/packed_attention.py) that stock ops do slowly on CPU.
+"""The two pieces of Gym's packed attention (packed_attention.py) that stock ops do slowly on CPU.
 
-**Short causal attention as batched matrix products.** PyTorch's CPU flash-attention kernel works in
-blocks sized for long sequences; on the short samples of a CPU fine-tune (a few dozen to ~150 tokens,
-head dim 32-64) it spends its time in per-block overhead and splits poorly over threads. Measured on
-this project's 2-core machines, forward and backward of ``(8 samples, 4 heads, 120 tokens, dim 32)``
-with 2 key/value heads: 4.3 ms flash against 3.7 ms as one ``baddbmm`` (scores with the causal mask
-added in the same call), a softmax and one ``bmm`` at one thread, 4.1 against 3.6 ms at two; 1.3-1.6x
-on 64-token samples and on the 26M model's 8 heads of dim 64. From 256 tokens on, flash's
-skipping of the masked half wins, so :data:`SHORT` bounds where this path is used. Grouped-query
-attention costs no copies of keys and values: the query heads that share a key/value head are stacked
-along the query rows, so one product serves the whole group.
-
-**Gathers whose backward is a gather.** Laying the packed queries, keys and values out as padded
-batches is an index gather along the token dimension of ``(heads, tokens, dim)``, whose autograd
-backward is ``index_add_`` into zeros: slow along an inner dimension, and no faster on two threads
-(profiled: ~2% of a tiny-model step; 190 against 110 us for the inverse gather below). Every real token
-appears in the padded layout once as itself, and the padding slots (copies of a sample's last token)
-receive exactly zero gradient: a padding query's output is dropped, and a padding key or value sits
-past its sample's end, where causal attention lets only padding queries see it. So the backward of
-these gathers is itself a gather with the inverse index.
-tests/train/test_packed_kernels.py compares both against PyTorch's own ops, gradients included.
+Short causal attention as batched matrix products: PyTorch's CPU flash kernel spends short samples'
+time in per-block overhead; up to :data:`SHORT` tokens one ``baddbmm`` (causal mask added in the same
+call), a softmax and one ``bmm`` are faster, query heads sharing a key/value head stacked along the rows.
+Gathers whose backward is a gather: every real token appears once in the padded layout and padding
+slots receive zero gradient, so the inverse-index gather replaces the slow ``index_add_`` backward.
+tests/train/test_packed_kernels.py compares both with PyTorch's own ops, gradients included;
+measurements in docs/cpu-kernels.md.
 """
 
 from __future__ import annotations

@@ -1,39 +1,14 @@
 """Torch threads for CPU training: ``train.cpu_threads``, and what ``"auto"`` and ``"fastest"`` do.
 
-Reductions inside torch's CPU kernels (GEMMs, sums over a dimension) are split by thread count, so the
-same step on one thread and on two gives weights that differ in the last bits. A default that picked
-the count by timing therefore made two runs of one config end with different weights whenever the
-machine's load differed (3 weight hashes in 6 runs). ``"auto"`` is a rule instead: one thread per core
-this process may run on (:func:`usable_cores`, the CPU affinity mask, which a container's or ``taskset``'s
-limit sets), or ``OMP_NUM_THREADS`` when the environment sets it. Same machine, config, data and
-seed: same weights, and a resumed run ends where an uninterrupted one does.
-
-``"fastest"`` (opt-in) measures instead, because the best count depends on the model and on the machine
-at that moment: on two free cores a 0.66M-parameter model trained 1.65x faster on two threads than on
-one, yet 8x slower when another process competed for the cores (OpenMP threads wait on each other). Its
-runs are not reproducible, and the run says so when it starts. The first optimiser steps alternate the
-candidates (one thread, one per core) and the one with the least time per trained token is kept for the
-rest of the run, with one log line saying what was measured.
-
-A trial times the step's first forward pass, per token it computes; the backward and the rest of the
-step run on one thread per core. Forward and backward scale alike with the thread count (one thread
-against two, steps alternated in one process: forward 1.50x, backward 1.49x, whole step 1.48x on the
-tiny model; 1.75x, 1.70x and 1.71x on a 26M Llama), so the forward ranks the candidates as whole steps
-would, and a slow candidate costs a slow forward instead of a slow step (about half). Without a model
-to hook (a trainer that passes none to its callbacks) the whole step is timed.
-
-Each candidate is judged by its fastest trial per trained token: another process can only slow a step
-down, never speed it up, so the fastest trial is the one least disturbed. After each round (one step on
-each candidate still in the running), a candidate :data:`CLEAR_MARGIN` slower than the best other is
-out, and after any step, one :data:`DROP_FACTOR` times slower. On two idle cores the one-thread step
-costs 1.3-1.5x (the 0.66M tiny model) to 1.7x (a 26M Llama) the two-thread step, so one round decides and
-the run pays for one slow forward. Leaving torch's default, one thread per core, takes :data:`MIN_ROUNDS`
-steps of it: on a shared two-core machine single steps vary by 15-30% and now and then by 2x, and one
-disturbed two-thread step put whole runs of the tiny model on one thread (1.3x slower). Only a default
-step :data:`LOADED_FACTOR` times slower drops it at once: on a loaded machine one two-thread step
-measured 34x the one-thread step (OpenMP barriers waiting for descheduled threads), and trying it again
-would cost more than the rest of a short run. Closer counts get up to :data:`TRIALS_PER_CANDIDATE`
-rounds, where a wrong pick costs little because the two are close.
+Reductions inside torch's CPU kernels are split by thread count, so two thread counts give weights that
+differ in the last bits. ``"auto"`` is therefore a rule, not a timing: one thread per core this process
+may run on (:func:`usable_cores`), or ``OMP_NUM_THREADS``; same machine, config, data and seed give the
+same weights, resumed or not. ``"fastest"`` (opt-in, not reproducible) measures: the first steps time
+each candidate's forward per trained token (forward and backward scale alike with threads), judge each by
+its fastest trial (another process only slows a step down), drop a candidate :data:`CLEAR_MARGIN` slower
+after a round or :data:`DROP_FACTOR` slower after any step, and leave torch's default only after
+:data:`MIN_ROUNDS` steps unless one step was :data:`LOADED_FACTOR` slower (a loaded machine). Under
+``train.cpu_kernels`` off, 'auto' and 'fastest' leave torch's default. Measurements in docs/cpu-kernels.md.
 """
 
 from __future__ import annotations

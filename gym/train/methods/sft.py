@@ -6,15 +6,11 @@ TRL additionally computes entropy and top-1 accuracy over the whole vocabulary a
 fused-head pass and several host syncs), which for small and mid-sized models costs a large share
 of the step: Gym computes those diagnostics only on logging steps.
 
-On CPU, batches are padding-free (TRL's ``padding_free``): the rows of a micro-batch are one row with
-``position_ids`` restarting per sample, and attention stays within each sample at the cost of padded
-attention only (gym/model/cpu_kernels/packed_attention.py), so no layer computes a padding token. The LM head and
-the cross-entropy then run only at the positions that have a trained label (transformers'
-``logits_to_keep``): the prompt's positions need no logits. Both keep the loss and the gradient of
-the padded batch (tests/train/test_padding_free.py). Measured with py-spy and process CPU time on the
-training benchmark's rows, one thread, forward + backward: 1.23x a padded batch on the 0.66M tiny
-model and 1.35x on the 26M Llama. Where the model cannot take that attention (no SDPA), a padded batch
-is trained as a few length-sorted groups (gym/model/cpu_kernels/length_groups.py) instead.
+With the CPU kernels on (``train.cpu_kernels``, docs/cpu-kernels.md), batches are padding-free and
+attention stays within each sample at padded cost (gym/model/cpu_kernels/packed_attention.py); where the
+model cannot take that attention, a padded batch trains as a few length-sorted groups. On every device
+the LM head and the cross-entropy run only at positions with a trained label (``logits_to_keep``), with
+the padded batch's loss and gradient (tests/train/test_padding_free.py).
 """
 
 from __future__ import annotations
