@@ -22,9 +22,19 @@ sys.path.insert(0, str(REPO))
 
 
 def gym(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gym", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
-    )
+    """The `gym` command line in this process (it has imported GPTQModel once; a subprocess per command
+    would import it again); stderr is the command's whole output, and an escaped exception is a failure."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from gym.cli import app
+
+    os.chdir(ROOT)
+    result = CliRunner().invoke(app, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.output, result.output)
 
 
 def write_toml(name: str, model: str, quantization: str) -> Path:
