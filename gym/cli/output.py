@@ -69,7 +69,8 @@ def load_config_or_exit(args: list[str] | None) -> tuple[GymConfig, Path | None,
     except ConfigError as error:
         report_config_error(error)
         raise typer.Exit(1) from None
-    for note in notes:  # LLaMA-Factory options that mean nothing in Gym, each said once
+    # LLaMA-Factory options that mean nothing in Gym, each said once; keys honoured in an older place.
+    for note in [*notes, *config.notes]:
         errors.print(f"note {note}", markup=False, highlight=False, soft_wrap=True)
     return config, path, flags
 

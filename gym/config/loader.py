@@ -35,7 +35,7 @@ from gym.config.reading import (  # noqa: F401 - parse_toml re-exported for call
     too_deep_in_data,
     too_deep_message,
 )
-from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues
+from gym.config.root import DEFER_CROSS_CHECKS, GymConfig, cross_field_issues, deprecation_notes
 
 KeyPath = tuple[str | int, ...]
 COMMAND_LINE = "command line"
@@ -154,6 +154,7 @@ def build_config(
         raise ConfigError(issues)
     assert config is not None
     config._placeholders = {path: text for path, text in expansion.expanded.items() if path}
+    config._notes = [str(issue(loc, message)) for loc, message in deprecation_notes(config)]
     return config
 
 

@@ -57,6 +57,12 @@ class GymConfig(Section):
 
     _source: Path | None = PrivateAttr(default=None)
     _placeholders: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+    _notes: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        """One ``file:line:col: key: message`` line per key that works but has moved (see deprecation_notes)."""
+        return list(self._notes)
 
     @property
     def env_references(self) -> dict[tuple[str | int, ...], str]:
@@ -125,6 +131,18 @@ def batching_issues(config: GymConfig) -> list[Issue]:
     return issues
 
 
+def deprecation_notes(config: GymConfig) -> list[Issue]:
+    """Keys still honoured in their older place, each with the place to move it to (shown, never fatal)."""
+    return [
+        (
+            ("train", "grpo", key),
+            f"method = 'ppo' reads its sampling settings from [train.ppo]; move this key to train.ppo.{key} "
+            "(it is used from here for now)",
+        )
+        for key in config.train.ppo_keys_in_grpo
+    ]
+
+
 def cross_field_issues(config: GymConfig) -> list[Issue]:
     """Rules that tie keys of different tables together, each reported at the key to change."""
     from gym.config.paths import forbidden_output
@@ -180,12 +198,12 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                 f"training-free GRPO needs train.method = 'grpo', got {train.method!r}",
             )
         )
-    if train.method in ("grpo", "ppo") and train.grpo.max_completion_length >= train.max_length:
+    if train.method in ("grpo", "ppo") and train.completion_tokens >= train.max_length:
         issues.append(
             (
-                ("train", "grpo", "max_completion_length"),
+                train.completion_key,
                 f"prompt and completion share train.max_length = {train.max_length}, so "
-                f"max_completion_length = {train.grpo.max_completion_length} leaves no room for the prompt; "
+                f"max_completion_length = {train.completion_tokens} leaves no room for the prompt; "
                 "lower it or raise train.max_length",
             )
         )

@@ -69,7 +69,7 @@ class TokenStats:
     loss_tokens: int = 0
     tokens: int = 0
     # The p95 of the rows' whole lengths before any exchange was dropped (skipped rows included), and
-    # the limit they are held to: max_length, less grpo.max_completion_length for GRPO/PPO prompts.
+    # the limit they are held to: max_length, less max_completion_length for GRPO/PPO prompts.
     full_p95: int = 0
     limit: int = 0
 
@@ -304,7 +304,7 @@ def prepare_data(
         max_length=config.train.max_length,
         template=template,
         end_of_turn=end_of_turn,
-        reserve=config.train.grpo.max_completion_length if config.train.method in PROMPT_METHODS else 0,
+        reserve=config.train.completion_tokens if config.train.method in PROMPT_METHODS else 0,
     )
     parts = _key_parts(config, tokenizer, settings)
     processor = _vision_processor(config, tokenizer)
@@ -383,7 +383,7 @@ def checked(prepared: PreparedData, config: GymConfig, check: bool = True) -> Pr
     limits = {str(d.name): d for d in config.datasets}
     limit = prepared.stats.limit or config.train.max_length
     what = (
-        f"max_length - grpo.max_completion_length = {limit}"
+        f"max_length - {'.'.join(config.train.completion_key[1:])} = {limit}"
         if prepared.settings.get("reserve")
         else f"max_length = {limit}"
     )

@@ -6,8 +6,8 @@ the varying shapes of tool calls), in threads, worker processes or ``datasets.ma
 conversation longer than ``max_length`` loses its oldest exchanges first (counted as truncated);
 when even its last exchange does not fit, the row is skipped and counted, never cut in the middle of
 an answer. A preference row (dpo, rm) is two sequences, prompt + chosen and prompt + rejected, and
-both must fit; a GRPO/PPO prompt is measured with the generation prompt and must leave
-``grpo.max_completion_length`` tokens free for the completions sampled from it. The conversation as
+both must fit; a GRPO/PPO prompt is measured with the generation prompt and must leave the method's
+``max_completion_length`` tokens free for the completions sampled from it. The conversation as
 kept is written back to ``messages``, so trainers that tokenize rows themselves (TRL's DPO, KTO,
 reward and GRPO trainers) receive exactly what was measured and their own truncation never acts.
 Plain text for continued pretraining is split into ``max_length`` blocks instead.

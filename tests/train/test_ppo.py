@@ -42,6 +42,8 @@ def _config(
     gas: int = 1,
     train_extra: str = "",
     data_extra: str = "",
+    ppo_epochs: int = 4,
+    completion: int = 4,
 ):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "gym_test_ppo_reward.py").write_text(REWARD_MODULE)
@@ -78,11 +80,11 @@ r = 8
 alpha = 16
 [train.ppo]
 kl_coef = 0.01
-ppo_epochs = 4
+ppo_epochs = {ppo_epochs}
+temperature = 1.0
+max_completion_length = {completion}
 {ppo_extra}
 [train.grpo]
-max_completion_length = 4
-temperature = 1.0
 reward = ['{reward}']
 """
     )
@@ -193,6 +195,16 @@ def test_ppo_lora_resumes_exactly_from_a_checkpoint(tmp_path: Path) -> None:
     assert first.keys() == second.keys() and first
     assert all(torch.equal(first[name], second[name]) for name in first)
     assert _history(resumed, 4)[-1]["reward"] == history[-1]["reward"]
+
+
+def test_ppo_samples_at_most_train_ppo_max_completion_length_tokens(tmp_path: Path) -> None:
+    # The random tiny model almost never samples EOS: without the bound its completions would run to the
+    # default 256 tokens (and past max_length).
+    config = _config(tmp_path, steps=1, batch=4, ppo_epochs=1, completion=2)
+    assert config.train.grpo.max_completion_length == 256  # the GRPO key stays at its default
+    assert run_training(config, show_progress=False).steps == 1
+    (entry,) = [entry for entry in _history(tmp_path, 1) if "completion_length" in entry]
+    assert 0 < entry["completion_length"] <= 2, entry
 
 
 def test_ppo_scores_with_a_reward_model(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """PPO for language models on plain transformers / PEFT / accelerate (TRL no longer ships a PPOTrainer).
 
 One training step is one rollout batch of ``train.batch_size`` prompts: sample a completion for each
-(``train.grpo.max_completion_length`` tokens at ``train.grpo.temperature``), score it (reward model or
+(``train.ppo.max_completion_length`` tokens at ``train.ppo.temperature``), score it (reward model or
 reward functions, see :mod:`gym.train.ppo.rewards`), fold a per-token KL penalty to the frozen reference
 into the rewards, compute GAE advantages and returns, whiten the advantages, then take
 ``train.ppo.ppo_epochs`` optimizer steps on the clipped policy loss plus the clipped value loss.
@@ -187,8 +187,8 @@ class PPOTrainer:
 
     def rollout(self, prompts: list[Prompt]) -> dict[str, Any]:
         """Sample and score one micro-batch; the old log-probs, values, advantages and returns of PPO."""
-        ppo, grpo = self.config.train.ppo, self.config.train.grpo
-        rollout = sample(self.model, self.tokenizer, prompts, grpo.max_completion_length, grpo.temperature)
+        ppo = self.config.train.ppo
+        rollout = sample(self.model, self.tokenizer, prompts, ppo.max_completion_length, ppo.temperature)
         scores = self.scorer(
             [p.messages for p in prompts],
             rollout.texts,
@@ -197,8 +197,8 @@ class PPOTrainer:
         )
         mask = rollout.mask
         with torch.no_grad():
-            old_logprobs, old_values = forward(self.model, self.value_head, rollout, grpo.temperature)
-            ref_logprobs = self.reference_logprobs(rollout, grpo.temperature)
+            old_logprobs, old_values = forward(self.model, self.value_head, rollout, ppo.temperature)
+            ref_logprobs = self.reference_logprobs(rollout, ppo.temperature)
         score_tensor = torch.tensor(scores, device=mask.device, dtype=torch.float32)
         rewards, kl = ppo_core.kl_penalised_rewards(
             score_tensor, old_logprobs, ref_logprobs, mask, ppo.kl_coef
@@ -221,7 +221,7 @@ class PPOTrainer:
         accumulates the gradients of all of them (``train.gradient_accumulation_steps``). Advantages are
         whitened per micro-batch.
         """
-        ppo, grpo = self.config.train.ppo, self.config.train.grpo
+        ppo = self.config.train.ppo
         size = self.micro_batch
         parts = [self.rollout(prompts[i : i + size]) for i in range(0, len(prompts), size)]
         share = 1.0 / (ppo.ppo_epochs * len(parts))
@@ -230,7 +230,7 @@ class PPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             for part in parts:
                 rollout, mask = part["rollout"], part["rollout"].mask
-                logprobs, values = forward(self.model, self.value_head, rollout, grpo.temperature)
+                logprobs, values = forward(self.model, self.value_head, rollout, ppo.temperature)
                 pg, clipped = ppo_core.policy_loss(
                     logprobs, part["old_logprobs"], part["advantages"], mask, ppo.clip_range
                 )
@@ -263,14 +263,14 @@ class PPOTrainer:
 
         Sampling here runs under a forked RNG, so evaluating never changes what training samples next.
         """
-        grpo = self.config.train.grpo
+        ppo = self.config.train.ppo
         rewards, kls = [], []
         devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             for i in range(0, len(self.eval_prompts), self.micro_batch):
                 prompts = self.eval_prompts[i : i + self.micro_batch]
                 rollout = sample(
-                    self.model, self.tokenizer, prompts, grpo.max_completion_length, grpo.temperature
+                    self.model, self.tokenizer, prompts, ppo.max_completion_length, ppo.temperature
                 )
                 rewards += self.scorer(
                     [p.messages for p in prompts],
@@ -278,8 +278,8 @@ class PPOTrainer:
                     rollout.completion_ids,
                     [p.reference for p in prompts],
                 )
-                logprobs = forward(self.model, None, rollout, grpo.temperature, with_values=False)[0]
-                reference = self.reference_logprobs(rollout, grpo.temperature)
+                logprobs = forward(self.model, None, rollout, ppo.temperature, with_values=False)[0]
+                reference = self.reference_logprobs(rollout, ppo.temperature)
                 kls += ((logprobs - reference) * rollout.mask).sum(dim=1).tolist()
         metrics = {"eval_reward": sum(rewards) / len(rewards), "eval_kl": sum(kls) / len(kls)}
         self.log(metrics)
