@@ -166,8 +166,19 @@ def export(
     config: Path | None = typer.Option(
         None, "--config", help="The run's gym.toml, for --quantize's calibration rows (default ./gym.toml)."
     ),
+    gguf: str | None = typer.Option(
+        None,
+        "--gguf",
+        help="q8_0, q4_k_m, q5_k_m, q6_k, q4_0 or f16: merge, write one GGUF file for llama.cpp "
+        "(default PATH-TYPE.gguf), load it and answer one prompt.",
+    ),
 ) -> None:
     """Export a trained model; with --merge, base + LoRA adapter merged into plain weights."""
+    if gguf is not None:
+        if quantize is not None or merge:
+            raise _fail("error: --gguf writes its own merged file; pass it without --merge or --quantize", 2)
+        _export_gguf(path, gguf, output)
+        return
     if quantize is not None:
         _export_quantized(path, quantize, output, config)
         return
@@ -181,6 +192,18 @@ def export(
     except (ValueError, OSError) as error:
         raise _fail(f"error: {error}") from None
     console.print(f"[green]✓[/green] merged {path} into {target}")
+
+
+def _export_gguf(path: Path, quant: str, output: Path | None) -> None:
+    from gym.export.gguf import GGUFError
+    from gym.export.gguf_export import export_gguf
+
+    echo = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
+    try:
+        target = export_gguf(path, quant, output, echo)
+    except (GGUFError, OSError) as error:
+        raise _fail(f"error: {error}") from None
+    console.print(f"[green]✓[/green] GGUF {quant} model in {target}", highlight=False)
 
 
 def _export_quantized(path: Path, method: str, output: Path | None, config_path: Path | None) -> None:

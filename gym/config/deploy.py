@@ -20,6 +20,7 @@ SPACE_HARDWARE = (
     "a10g-small", "a10g-large", "a10g-largex2", "a10g-largex4", "a100-large", "a100x4", "a100x8",
     "h100", "h100x8", "h200", "h200x2", "h200x4", "h200x8", "inf2x6",
 )  # fmt: skip
+CPU_SPACE_HARDWARE = tuple(name for name in SPACE_HARDWARE if name.startswith("cpu-"))
 
 
 def check_repo_id(value: str) -> str:
@@ -165,6 +166,15 @@ class SpaceConfig(Section):
     )
     backend: Literal["transformers", "vllm"] = Field(
         default="transformers", description="Serving engine in the Space."
+    )
+    cpu_format: Literal["auto", "gguf-q8_0", "gguf-q4_k_m", "gguf-f16", "transformers"] = Field(
+        default="auto",
+        description="Weights a CPU Space (hardware cpu-*) serves. 'auto': 'gguf-q8_0' for a Llama, Mistral or "
+        "Qwen2 model, else 'transformers'. 'gguf-*': gym deploy converts the model to one GGUF file "
+        "(8-bit q8_0, 4-bit q4_k_m, or f16), checks it, measures its quality against the full-precision "
+        "model, pushes it with the model and the Space serves it with llama.cpp; q4_k_m needs "
+        "llama-cpp-python where you deploy (make gguf). 'transformers': the Space serves the pushed weights "
+        "with space.backend. GPU hardware ignores this key and keeps space.backend.",
     )
     private: bool = Field(default=False, description="Create the Space as private.")
     api_key_env: EnvVarName = Field(

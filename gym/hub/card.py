@@ -290,3 +290,48 @@ def write_card(
     card.save(path)
     write_eval_results(report, folder)
     return path
+
+
+SERVING_HEADING = "## Serving"
+
+
+def serving_section(gguf_file: str, quality: Any = None) -> str:
+    """The card's "Serving" section: the GGUF file the CPU Space serves with llama.cpp, and its quality."""
+    kind = gguf_file.rsplit("-", 1)[-1].removesuffix(".gguf")
+    lines = [
+        SERVING_HEADING,
+        "",
+        f"The Space serves {md_code(gguf_file)} (GGUF {md_text(kind)}) with llama.cpp on CPU; "
+        f"`gym serve {md_text(gguf_file)} --backend llamacpp` serves it locally.",
+    ]
+    if quality is None:
+        lines += [
+            "",
+            "Quality against the full-precision model was not measured (llama-cpp-python was not installed).",
+        ]
+    else:
+        divergence = (
+            "never" if quality.first_divergence is None else f"at answer token {quality.first_divergence + 1}"
+        )
+        lines += [
+            "",
+            "| Measure | Full precision | " + md_text(quality.format) + " |",
+            "|---|---|---|",
+            f"| Greedy token agreement ({quality.answer_tokens} answer tokens, {quality.prompts} prompts) | 100% | "
+            f"{quality.agreement:.1%} |",
+            f"| Identical greedy answers | {quality.prompts}/{quality.prompts} | "
+            f"{quality.identical_answers}/{quality.prompts} (first divergence {divergence}) |",
+            f"| Perplexity on {quality.rows} {md_text(quality.rows_source)} | {quality.perplexity_full:.3f} | "
+            f"{quality.perplexity_gguf:.3f} |",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def with_section(card: str, section: str) -> str:
+    """``card`` with its "Serving" section replaced by ``section`` (appended when it has none)."""
+    start = card.find(f"\n{SERVING_HEADING}\n")
+    if start < 0:
+        return card.rstrip("\n") + "\n\n" + section
+    end = card.find("\n## ", start + 1)
+    rest = card[end:] if end >= 0 else ""
+    return card[:start].rstrip("\n") + "\n\n" + section + rest

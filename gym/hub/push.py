@@ -53,6 +53,7 @@ class DeployPlan:
     token_env: str = "HF_TOKEN"
     space_token_env: str | None = None  # the variable whose value the Space gets as HF_TOKEN
     training_free: bool = False
+    config: GymConfig | None = field(default=None, repr=False)  # the run's, for the GGUF quality rows
 
     @property
     def space_token_text(self) -> str:
@@ -73,11 +74,17 @@ class DeployPlan:
             f"model  {self.model_dir} → {self.model_repo} ({what}, {'private' if self.model_private else 'public'})"
         ]
         if self.space:
+            served = (
+                f"{self.space.backend}, GGUF {self.space.gguf}" if self.space.gguf else self.space.backend
+            )
             out.append(
-                f"space  {self.space.space_repo} (gradio + OpenAI API, {self.space.backend}, "
+                f"space  {self.space.space_repo} (gradio + OpenAI API, {served}, "
                 f"hardware {self.space.hardware}, secret ${self.space.api_key_env}"
                 f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API and chat open'})"
             )
+            if self.space.weights_note:
+                out.append(f"space  serves {'GGUF ' + self.space.gguf if self.space.gguf else 'the pushed weights'}: "
+                           f"{self.space.weights_note}")  # fmt: skip
             out.append(f"space  {self.space_token_text}")
         out.append(f"token  {'from --hf_token' if self.token and self.token_env == '--hf_token' else '$' + self.token_env}"
                    f"{'' if self.token else ' (not set)'}")  # fmt: skip
@@ -154,11 +161,18 @@ def plan_from_config(
     if training_free:  # the Space serves the frozen base with the library; the repo holds no weights
         served = json.loads((model_dir / "training_free.json").read_text(encoding="utf-8"))["model"]
     space_repo = space_id or (space_cfg.repo_id if space_cfg else f"{repo}-chat")
+    hardware = space_cfg.hardware if space_cfg else "cpu-basic"
+    from gym.hub.gguf_deploy import choose_space_weights
+
+    weights = choose_space_weights(hardware, space_cfg.backend if space_cfg else "transformers",
+                                   space_cfg.cpu_format if space_cfg else "auto", model_dir, training_free)  # fmt: skip
     space = SpaceSettings(
         model_repo=served,
         space_repo=space_repo,
-        hardware=space_cfg.hardware if space_cfg else "cpu-basic",
-        backend=space_cfg.backend if space_cfg else "transformers",
+        hardware=hardware,
+        backend=weights.backend,
+        gguf=weights.gguf,
+        weights_note=weights.why,
         api_key_env=space_cfg.api_key_env if space_cfg else "GYM_API_KEY",
         experiences=str(model_dir / "experiences.json") if (model_dir / "experiences.json").is_file() else None,
         card_repo=repo,
@@ -186,7 +200,7 @@ def plan_from_config(
         model_private=private, space=space,
         space_private=space_cfg.private if space_cfg else False, dry_run=dry_run,
         token=token, token_env="--hf_token" if token_flag else token_env,
-        space_token_env=space_token_env, training_free=training_free,
+        space_token_env=space_token_env, training_free=training_free, config=config,
     )  # fmt: skip
 
 
@@ -259,26 +273,54 @@ def run_deploy(plan: DeployPlan, space_dir: Path | None = None, echo: Callable[[
             raise DeployError(scrub(message, *secrets)) from None
 
 
+def _gguf_files(plan: DeployPlan, source: Path, files: dict[str, Path], scratch: Path,
+                echo: Callable[[str], None]) -> dict[str, Path]:  # fmt: skip
+    """The GGUF file a CPU Space serves, the card that says so (with its quality) and the quality figures."""
+    from gym.hub.gguf_deploy import build_gguf, card_with_serving, quality_file
+
+    assert plan.space is not None and plan.space.gguf is not None
+    name = f"{plan.model_repo.split('/')[-1]}-{plan.space.gguf}.gguf"
+    (scratch / "gguf").mkdir()
+    artifact = build_gguf(source, plan.space.gguf, name, scratch / "gguf", plan.config, echo)
+    out = {name: artifact.path}
+    if plan.push != "none":
+        out["README.md"] = card_with_serving(files.get("README.md"), artifact, plan.model_repo.split("/")[-1],
+                                             scratch / "gguf" / "README.md")  # fmt: skip
+    quality = quality_file(artifact, scratch / "gguf" / "gguf_quality.json")
+    if quality is not None:
+        out[quality.name] = quality
+    return out
+
+
 def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Callable[[str], None]) -> None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(token=plan.token)
-    if plan.push != "none":
-        source = plan.model_dir
-        if plan.push == "merged" and plan.is_adapter:
-            from gym.api.loading import merge_adapter
+    source = plan.model_dir
+    if plan.push == "merged" and plan.is_adapter:
+        from gym.api.loading import merge_adapter
 
-            echo("merging the adapter into its base ...")
-            source = merge_adapter(plan.model_dir, scratch / "merged")
-        files = model_files(source, extra_from=plan.model_dir if source != plan.model_dir else None)
-        if not has_weights(files) and not plan.training_free:
-            raise DeployError(
-                f"{plan.model_dir} holds no model (no adapter_config.json or config.json): train first"
-            )
+        echo("merging the adapter into its base ...")
+        source = merge_adapter(plan.model_dir, scratch / "merged")
+    files = model_files(source, extra_from=plan.model_dir if source != plan.model_dir else None)
+    if plan.push != "none" and not has_weights(files) and not plan.training_free:
+        raise DeployError(
+            f"{plan.model_dir} holds no model (no adapter_config.json or config.json): train first"
+        )
+    gguf = _gguf_files(plan, source, files, scratch, echo) if plan.space and plan.space.gguf else {}
+    if plan.push == "none":
+        files = {}
+    files.update(gguf)
+    if files:
         api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)
-        operations = [
+        operations: list = [
             CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()
         ]
+        if gguf:  # the Space serves the one .gguf file of the repo: an earlier deploy's other type goes
+            from huggingface_hub import CommitOperationDelete
+
+            stale = [n for n in api.list_repo_files(plan.model_repo) if n.endswith(".gguf") and n not in gguf]
+            operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
         api.create_commit(plan.model_repo, operations=operations, commit_message="Upload model with gym")
         echo(f"pushed {plan.model_repo} ({len(files)} files)")
     if plan.space is None or space_folder is None:

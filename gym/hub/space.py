@@ -29,6 +29,15 @@ def _template_dir() -> Path:
 
 TEMPLATE_DIR = _template_dir()
 TAGS = ("gym", "openai-api", "text-generation", "chat")
+# A CPU Space installs llama.cpp's bindings as a prebuilt CPU wheel (PyPI has only the source, which
+# compiles for minutes); the version Gym's llama.cpp backend is tested with.
+LLAMA_CPP_REQUIREMENTS = "\n".join(
+    (
+        "--extra-index-url https://abetlen.github.io/llama-cpp-python/whl/cpu",
+        "--prefer-binary",
+        "llama-cpp-python==0.3.36",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class SpaceSettings:
     api_key_env: str = "GYM_API_KEY"
     experiences: str | None = None  # a training-free GRPO library to carry into the Space
     card_repo: str | None = None  # the pushed repo (card, scores) when it is not what the Space loads
+    gguf: str | None = None  # GGUF type the Space serves with llama.cpp (backend "llamacpp"), else None
+    weights_note: str = ""  # how the served weights were chosen (space.cpu_format), for the plan
 
     @property
     def listed_repo(self) -> str:
@@ -104,7 +115,7 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
         "api_key_env": settings.api_key_env,
         "served_model_name": settings.listed_repo,
         "transformers_min": transformers,
-        "extra": "vllm" if settings.backend == "vllm" else "",
+        "extra": {"vllm": "vllm", "llamacpp": LLAMA_CPP_REQUIREMENTS}.get(settings.backend, ""),
     }
     for name in ("README.md", "requirements.txt"):
         text = string.Template((template_dir / name).read_text(encoding="utf-8")).substitute(values)

@@ -212,6 +212,7 @@ def create_hub_app(state: HubState):
             return no_repo()
         changes: dict[str, bytes] = {}
         lfs_paths: set[str] = set()
+        deleted: set[str] = set()
         for line in (await request.body()).splitlines():
             item = json.loads(line)
             value = item["value"]
@@ -229,12 +230,17 @@ def create_hub_app(state: HubState):
                     return error(422, f"LFS object {value['oid']} of {value['path']} was not uploaded")
                 changes[value["path"]] = content
                 lfs_paths.add(value["path"])
+            elif item["key"] == "deletedFile":
+                deleted.add(value["path"])
             elif item["key"] != "header":
                 state.unknown.append(f"commit op {item['key']}")
         stored = state.files.setdefault(key, {})
         stored.update(changes)
+        for path in deleted:
+            stored.pop(path, None)
         kept = state.lfs_files.setdefault(key, set())
         kept.difference_update(changes)
+        kept.difference_update(deleted)
         kept.update(lfs_paths)
         state.commits.append(key)
         prefix = "" if kind == "model" else f"{kind}s/"
