@@ -56,6 +56,15 @@ def is_quantized(model: Any) -> bool:
     return bool(getattr(model, "is_quantized", False) or getattr(model, "hf_quantizer", None) is not None)
 
 
+def is_peft(model: Any) -> bool:
+    """Whether ``model`` carries PEFT adapters (then its adapter-free base serves as the reference policy)."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
 def keep_4bit_differentiable_on_cpu(model: Any) -> None:
     """Stop bitsandbytes repacking 4-bit CPU weights for its inference kernel in a model that will train.
 

@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
-from gym.train.methods.dpo import conversation, require_rows, to_dataset
+from gym.train.methods.rows import prompt_and_reference, require_rows, to_dataset
 from gym.train.registry import TrainContext, register_trainer
 
 if TYPE_CHECKING:
@@ -30,14 +30,7 @@ def prompt_rows(rows: Dataset) -> Dataset:
     require_rows(rows, "grpo")
     converted = []
     for row in rows.select_columns(["messages", "reference"]):
-        messages, reference = conversation(row["messages"]), row["reference"] or None
-        if messages and messages[-1]["role"] == "assistant":  # an SFT row: its answer is the reference
-            reference = reference or messages[-1]["content"] or None
-            messages = messages[:-1]
-        if not messages or messages[-1]["role"] != "user":
-            raise ValueError(
-                "train.method = 'grpo' needs prompts that end with a user turn; use format = 'prompt'"
-            )
+        messages, reference = prompt_and_reference(row, "grpo")
         converted.append({"prompt": messages, "reference": reference})
     return to_dataset(converted, ("prompt",))
 

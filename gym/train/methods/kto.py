@@ -10,14 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
-from gym.train.methods.dpo import (
-    conversation,
-    reference_model,
-    require_rows,
-    source_names,
-    to_dataset,
-    tools_text,
-)
+from gym.train.methods.reference import reference_model
+from gym.train.methods.rows import conversation, require_rows, source_names, to_dataset, tools_text
 from gym.train.registry import TrainContext, register_trainer
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
-from gym.train.methods.dpo import preference_rows
+from gym.train.methods.rows import preference_rows
 
 if TYPE_CHECKING:
     from datasets import Dataset

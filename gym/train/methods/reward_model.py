@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gym.train.arguments import common_arguments
-from gym.train.methods.dpo import preference_rows
+from gym.train.methods.rows import preference_rows
 from gym.train.registry import TrainContext, register_trainer
 
 if TYPE_CHECKING:

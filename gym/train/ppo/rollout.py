@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gym.train.methods.dpo import conversation, require_rows
+from gym.train.methods.rows import prompt_and_reference, require_rows
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -32,15 +32,7 @@ def prompts_from_rows(rows: Dataset) -> list[Prompt]:
     require_rows(rows, "ppo")
     prompts = []
     for row in rows.select_columns(["messages", "reference"]):
-        messages, reference = conversation(row["messages"]), row["reference"] or None
-        if messages and messages[-1]["role"] == "assistant":
-            reference = reference or messages[-1]["content"] or None
-            messages = messages[:-1]
-        if not messages or messages[-1]["role"] != "user":
-            raise ValueError(
-                "train.method = 'ppo' needs prompts that end with a user turn; use format = 'prompt'"
-            )
-        prompts.append(Prompt(messages, reference))
+        prompts.append(Prompt(*prompt_and_reference(row, "ppo")))
     return prompts
 
 

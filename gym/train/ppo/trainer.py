@@ -46,9 +46,8 @@ class PPOTrainer:
         from accelerate import Accelerator
         from transformers import TrainerControl, TrainerState, TrainingArguments, set_seed
 
-        from gym.model.adapters import is_quantized
+        from gym.model.adapters import is_peft, is_quantized
         from gym.train.arguments import common_arguments
-        from gym.train.methods.dpo import is_peft
         from gym.train.ppo.rewards import make_scorer
 
         config = self.config = ctx.config
