@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -32,6 +32,21 @@ $(QSTAMP): $(STAMP)
 	touch $(QSTAMP)
 
 quant: $(QSTAMP)
+
+# GGUF serving (`gym serve --backend llamacpp`, the `gguf` extra): llama-cpp-python is published as source
+# only and compiles llama.cpp (5-8 min on 2 cores the first time; pip caches the wheel, after which this
+# takes ~13 s). Its own overlay venv, seeing the main one as .venv-quant does, so the main venv and
+# `make test` never wait for the compiler; the llama.cpp tests skip, naming this target, until it exists.
+GVENV  := .venv-gguf
+GSTAMP := $(GVENV)/.installed
+$(GSTAMP): $(STAMP)
+	test -x $(GVENV)/bin/python || $(PYTHON) -m venv $(GVENV)
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
+		> "$$($(GVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
+	$(GVENV)/bin/python -m pip install -q -c constraints.txt "llama-cpp-python==0.3.36" "gguf>=0.19"
+	touch $(GSTAMP)
+
+gguf: $(GSTAMP)
 
 # The main job: the quickstart gym.toml end to end on the built-in tiny model (train -> eval -> card).
 demo: $(STAMP)
@@ -66,4 +81,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) $(QVENV) .pytest_cache .ruff_cache .hypothesis outputs .bench
+	rm -rf $(VENV) $(QVENV) $(GVENV) .pytest_cache .ruff_cache .hypothesis outputs .bench

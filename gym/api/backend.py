@@ -2,7 +2,7 @@
 
 The HTTP layer (:mod:`gym.api.app`) only ever talks to a :class:`Backend`: it turns a request into
 prompt token ids and :class:`SamplingParams`, and reads :class:`Chunk` events back. The batching
-transformers engine, vLLM and SGLang are interchangeable behind it, so `gym serve` and the Space run
+transformers engine, vLLM, SGLang and llama.cpp (GGUF files) are interchangeable behind it, so `gym serve` and the Space run
 the same routes whatever generates the tokens.
 """
 
@@ -170,9 +170,15 @@ def _register_defaults() -> None:
 
         return SGLangBackend.from_source(source, **options)
 
+    def llamacpp(source: Any, **options: Any) -> Backend:
+        from gym.api.llamacpp_backend import LlamaCppBackend
+
+        return LlamaCppBackend.from_source(source, **options)
+
     register_backend("transformers", transformers)
     register_backend("vllm", vllm)
     register_backend("sglang", sglang)
+    register_backend("llamacpp", llamacpp)
 
 
-BACKEND_NAMES = ("transformers", "vllm", "sglang")
+BACKEND_NAMES = ("transformers", "vllm", "sglang", "llamacpp")

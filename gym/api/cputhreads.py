@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -38,14 +39,26 @@ def _own_ticks() -> int:
 
 
 class ThreadPolicy:
-    """Call :meth:`apply` from the thread that runs the model (torch's thread count is per thread)."""
+    """Call :meth:`apply` from the thread that runs the model (torch's thread count is per thread).
 
-    def __init__(self, interval: float = 5.0) -> None:
+    ``set_threads`` applies the number (default: ``torch.set_num_threads``; llama.cpp passes its own).
+    """
+
+    def __init__(self, interval: float = 5.0, set_threads: Callable[[int], None] | None = None) -> None:
         pinned = os.environ.get("GYM_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
         self.pinned = int(pinned) if pinned and pinned.isdigit() and int(pinned) > 0 else None
         self.cores, self.interval = _cores(), interval
         self.threads = self.pinned or self.cores
         self._last: tuple[float, tuple[int, int] | None, int] | None = None
+        self._set_threads = set_threads
+
+    def _set(self, threads: int) -> None:
+        if self._set_threads is not None:
+            self._set_threads(threads)
+            return
+        import torch
+
+        torch.set_num_threads(threads)
 
     def free_cores(self) -> float | None:
         """Cores not used by other processes since the last call (None on the first call / no /proc)."""
@@ -60,11 +73,9 @@ class ThreadPolicy:
         return self.cores * (1.0 - others)
 
     def apply(self, force: bool = False) -> int:
-        import torch
-
         if self.pinned:
             if force:
-                torch.set_num_threads(self.pinned)
+                self._set(self.pinned)
             return self.pinned
         if not force and self._last is not None and time.monotonic() - self._last[0] < self.interval:
             return self.threads
@@ -74,6 +85,6 @@ class ThreadPolicy:
         free = self.free_cores()
         wanted = self.cores if free is None else max(1, min(self.cores, int(free + 0.5)))
         if force or wanted != self.threads:
-            torch.set_num_threads(wanted)
+            self._set(wanted)
             self.threads = wanted
         return self.threads

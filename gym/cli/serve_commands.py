@@ -28,7 +28,11 @@ def serve(
         "127.0.0.1", "--host", help="Interface to bind (0.0.0.0 exposes it to the network)."
     ),
     port: int = typer.Option(8000, "--port", help="TCP port."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers | vllm | sglang"),
+    backend: str = typer.Option(
+        "transformers",
+        "--backend",
+        help="transformers | vllm | sglang | llamacpp (a .gguf file or a folder holding one)",
+    ),
     api_key_env: str = typer.Option(
         "GYM_API_KEY",
         "--api-key-env",
@@ -149,7 +153,12 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
         for key in ("system_prompt", "tool_parser", "max_request_bytes", "fetch_remote_images", "image_fetch")
         if key in options
     }
-    source = resolve_source(model, served_model_name)
+    if backend == "llamacpp":  # a GGUF file, not a transformers folder
+        from gym.api.llamacpp_backend import resolve_gguf_source
+
+        source = resolve_gguf_source(model, served_model_name)
+    else:
+        source = resolve_source(model, served_model_name)
     engine = create_backend(backend, source, **{k: v for k, v in options.items() if v is not None})
     return create_app(engine, api_key=api_key, **app_options)
 
