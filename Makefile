@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf gpu-check gpu-wheels
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -71,6 +71,22 @@ test-fast: $(STAMP)
 # builds the peers' venv under .bench/ (once) and the 26M model, runs each comparison, prints one table of ratios.
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# On a machine with a CUDA GPU (docs/gpu.md): tests/gpu, then one table (bench/gpu_check.py, < 8 min on an
+# H200). No venv: it runs under that machine's python, which has torch; `make gpu-wheels` (here, with
+# network) fetches the rest into .bench/gpu-wheels for it.
+GPU_PYTHON ?= python3
+GPU_OUT    ?= .bench/gpu-check
+GPU_WHEELS := .bench/gpu-wheels
+gpu-check:
+	PYTHONPATH="$(CURDIR):$$PYTHONPATH" $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q -p no:cacheprovider
+	PYTHONPATH="$(CURDIR):$$PYTHONPATH" $(GPU_PYTHON) bench/gpu_check.py --out $(GPU_OUT)
+
+gpu-wheels:
+	rm -rf $(GPU_WHEELS)
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d $(GPU_WHEELS) -r bench/gpu/device-wheels.txt
 
 lint: $(STAMP)
 	$(BIN)/ruff check gym tests bench action

@@ -1,0 +1,1 @@
+"""The pieces of bench/gpu_check.py: model folders, training rows, serving rows."""
