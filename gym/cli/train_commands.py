@@ -42,6 +42,12 @@ def train(
             result = run_training(config, show_progress=not no_progress)
     except (DataError, ModelError, ResumeError, ValueError) as error:
         raise fail(str(error)) from None
+    except RuntimeError as error:
+        from gym.train.launcher import PEER_LOST, lost_a_peer
+
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1 and lost_a_peer(error):
+            raise typer.Exit(PEER_LOST) from None  # the launcher names the rank that died
+        raise
     except Terminated:
         if int(os.environ.get("RANK", "0")) == 0:
             where = where_a_rerun_resumes(config.output_path / "checkpoints", config.train.resume)

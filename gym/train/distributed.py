@@ -8,6 +8,7 @@ full fine-tuning alike, gets the same sharding from the same gym.toml keys.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 from gym.config.distributed import DeepSpeedConfig, DistributedConfig, FsdpConfig
@@ -18,13 +19,21 @@ DEEPSPEED_MISSING = (
 )
 
 
-def distributed_arguments(dist: DistributedConfig, *, bf16: bool) -> dict[str, Any]:
-    """The TrainingArguments fields for this strategy (empty for none/ddp: accelerate's DDP is the default)."""
+def distributed_arguments(
+    dist: DistributedConfig, *, bf16: bool, launched: bool | None = None
+) -> dict[str, Any]:
+    """The TrainingArguments fields for this strategy (empty for none/ddp: accelerate's DDP is the default).
+
+    Empty too in a process no launcher started (``launched`` defaults to LOCAL_RANK being set): plain
+    ``gym train`` is one process, which transformers refuses to run under FSDP.
+    """
+    if dist.strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        raise ValueError(DEEPSPEED_MISSING)
+    if not ("LOCAL_RANK" in os.environ if launched is None else launched):
+        return {}
     if dist.strategy == "fsdp":
         return {"fsdp": True, "fsdp_config": fsdp_config(dist.fsdp)}
     if dist.strategy == "deepspeed":
-        if importlib.util.find_spec("deepspeed") is None:
-            raise ValueError(DEEPSPEED_MISSING)
         return {"deepspeed": deepspeed_config(dist.deepspeed, bf16=bf16)}
     return {}
 
@@ -109,16 +118,35 @@ def located(config: Any, path: tuple[str, ...], message: str) -> str:
     return str(ConfigIssue(display_path(source), "", message, line, column))
 
 
-def cpu_strategy_note(config: Any, accelerator: Any) -> str | None:
-    """What the ranks really run when accelerate cannot honour the strategy on this machine.
+def cpu_ranks_setup(config: Any, accelerator: Any) -> str | None:
+    """Ready several CPU ranks to resume; a note when accelerate cannot honour the strategy on CPU.
 
-    accelerate builds its FSDP plugin only for GPU-type backends (``AcceleratorState`` keeps
-    ``MULTI_CPU`` otherwise, and ``prepare_model`` wraps a CPU model in DDP), so FSDP ranks on CPU
-    train as DDP: same loss curve, whole model on every rank.
+    Under gloo, TrainingArguments' device is ``cpu:<rank>`` and the Trainer restores the optimiser with
+    ``torch.load(map_location=args.device)``, which torch cannot place (it knows only ``cpu``): torch's
+    own ``register_package`` teaches it that ``cpu:N`` is the CPU. accelerate builds its FSDP plugin only
+    for GPU-type backends (``AcceleratorState`` keeps ``MULTI_CPU`` and ``prepare_model`` wraps a CPU
+    model in DDP), so FSDP ranks on CPU train as DDP: the same loss curve, the whole model on every rank.
     """
     strategy = config.train.distributed.strategy
-    kind = str(getattr(accelerator, "distributed_type", ""))
-    if strategy in ("fsdp", "deepspeed") and kind.endswith("MULTI_CPU"):
+    if strategy != "none" and "LOCAL_RANK" not in os.environ:
+        return (f"train.distributed.strategy = {strategy!r} applies when several ranks train "
+                "(gym train --nproc N, several GPUs or nodes); this run is one process")  # fmt: skip
+    if not str(getattr(accelerator, "distributed_type", "")).endswith("MULTI_CPU"):
+        return None
+    _accept_indexed_cpu_locations()
+    if strategy in ("fsdp", "deepspeed"):
         return (f"train.distributed.strategy = {strategy!r} shards only on GPUs (accelerate); these "
                 f"{accelerator.num_processes} CPU ranks train with DDP, each holding the whole model")  # fmt: skip
     return None
+
+
+def _cpu_at_index(storage: Any, location: str) -> Any:
+    return storage if location.startswith("cpu:") and location[4:].isdigit() else None
+
+
+def _accept_indexed_cpu_locations() -> None:
+    import torch.serialization
+
+    if not getattr(_cpu_at_index, "registered", False):
+        torch.serialization.register_package(99, lambda storage: None, _cpu_at_index)
+        _cpu_at_index.registered = True  # type: ignore[attr-defined]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import signal
+from typing import Any
 
+PEER_LOST = 75  # a rank's exit code when a collective failed because another rank went away
 TORCHRUN_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
 
 
@@ -19,10 +21,25 @@ def torchrun_arguments(nproc: int, gym_args: list[str]) -> list[str]:
     return ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc), "--module", "gym", *gym_args]
 
 
-def failure_sentence(failures: dict[int, object], world_size: int) -> str:
-    """``rank 1 of 2 was killed by SIGKILL; the other ranks were stopped`` for the first rank that failed."""
-    rank = min(failures)
-    failure = failures[rank]
+def lost_a_peer(error: BaseException) -> bool:
+    """A collective (gloo/NCCL) failed because another rank died: that rank is the one to report."""
+    import torch.distributed
+
+    text = str(error)
+    return isinstance(error, torch.distributed.DistError) or (
+        "/gloo/transport/" in text and ("peer" in text or "Connection" in text)
+    )
+
+
+def first_real_failure(failures: dict[int, Any]) -> tuple[int, Any]:
+    """The rank that failed on its own. torchrun also lists the ranks it stopped afterwards (SIGTERM,
+    within the same second), and ranks that only lost a peer exit with PEER_LOST: those come last."""
+    stopped = (PEER_LOST, -signal.SIGTERM)
+    return min(failures.items(), key=lambda item: (item[1].exitcode in stopped, item[1].timestamp, item[0]))
+
+
+def failure_sentence(rank: int, failure: object, world_size: int) -> str:
+    """``gym train: rank 1 of 2 was killed by SIGKILL; the other ranks were stopped``."""
     exitcode = int(getattr(failure, "exitcode", 1))
     if exitcode < 0:
         try:
@@ -49,7 +66,7 @@ def launch_ranks(nproc: int, gym_args: list[str], report: object) -> int:
     try:
         run(parse_args(torchrun_arguments(nproc, gym_args)))
     except ChildFailedError as error:
-        report(failure_sentence(error.failures, nproc))  # type: ignore[operator]
+        report(failure_sentence(*first_real_failure(error.failures), nproc))  # type: ignore[operator]
         return 1
     except SignalException as error:  # the launcher was stopped; torchrun has stopped the ranks
         return 128 + int(error.sigval)

@@ -158,7 +158,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         resume_point,
         training_fingerprint,
     )
-    from gym.train.distributed import check_fsdp_wrap, cpu_strategy_note
+    from gym.train.distributed import check_fsdp_wrap, cpu_ranks_setup
     from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
@@ -209,7 +209,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
     )
     trainer = builder(context)
-    strategy_note = cpu_strategy_note(config, getattr(trainer, "accelerator", None))
+    strategy_note = cpu_ranks_setup(config, getattr(trainer, "accelerator", None))
     if strategy_note:
         _note(strategy_note)
     mark_checkpoint_folder(checkpoint_dir)

@@ -56,7 +56,7 @@ def test_fsdp_reaches_accelerates_plugin(tmp_path):
                     'sharding = "shard_grad_op"\ncpu_offload = true\nstate_dict = "sharded"\n')  # fmt: skip
     dist = load_config(path).train.distributed
     args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True,
-                             **distributed_arguments(dist, bf16=False))  # fmt: skip
+                             **distributed_arguments(dist, bf16=False, launched=True))  # fmt: skip
     plugin = args.fsdp_plugin_args
     assert plugin["fsdp_version"] == 2
     assert (
