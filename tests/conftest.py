@@ -36,12 +36,27 @@ learning_rate = 2e-4
 """
 
 
+# The files whose tests take a minute or more (docs/testing.md), longest first.
+LONGEST_FILES = (
+    "model/test_quantized.py",
+    "e2e/test_loop.py",
+    "webui/test_chat_images.py",
+    "webui/test_webui_client.py",
+    "webui/test_webui_page.py",
+    "e2e/test_gates.py",
+    "train/test_sft.py",
+    "launch/test_job_states.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding ``slow`` tests run first, each file's tests kept together (module fixtures are built
-    once). With ``--dist worksteal`` (``make test``) the run then ends on short tests that an idle worker
-    can take over, instead of one worker finishing a minute-long end-to-end test while the other waits."""
+    """The longest files first, then the other files holding ``slow`` tests, each file's tests kept
+    together (module fixtures are built once). With ``--dist worksteal`` (``make test``) the run then ends
+    on short tests that an idle worker can take over, instead of one worker finishing a minute-long
+    end-to-end test while the other waits."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    longest = {Path(__file__).parent / name: rank for rank, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: (longest.get(item.path, len(longest)), item.path not in slow_files))
 
 
 @pytest.fixture
