@@ -1,5 +1,6 @@
 """Guards on the project's own promises: CI calls make, the README opens with the two commands and names
-every extra, and the user docs read as a manual (no work-log words, no paths outside the repository)."""
+every extra, and the user docs read as a manual (no work-log words, no paths outside the repository)
+whose relative links all resolve."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def test_readme_opens_with_the_two_commands() -> None:
 _LOG_WORDS = re.compile(
     r"\bsittings?\b|\bthis session\b|\bhelper sessions?\b|/work/|\.\./shared\b|/tmp/prompts", re.I
 )
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _pages() -> list[Path]:
@@ -41,6 +43,25 @@ def test_readme_and_docs_read_as_a_manual() -> None:
 def test_log_word_check_catches_what_it_is_for() -> None:
     assert _LOG_WORDS.search("measured in the fourth sitting") and _LOG_WORDS.search("see /work/shared/x")
     assert not _LOG_WORDS.search("a requests.Session keeps the connection; pytest's session fixture")
+
+
+def test_every_relative_markdown_link_resolves() -> None:
+    broken = []
+    for page in _pages():
+        for target in _LINK.findall(page.read_text()):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # https:, mailto:, in-page anchors
+            path, _, anchor = target.partition("#")
+            file = page.parent / path
+            if not file.exists() or (anchor and anchor not in _anchors(file)):
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+    assert not broken, "links to files or headings that do not exist:\n" + "\n".join(broken)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+\s+(.+)$", page.read_text(), re.M) if page.suffix == ".md" else []
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
 
 
 def test_readme_install_names_every_extra() -> None:
