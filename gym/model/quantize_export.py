@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 METHODS = ("gptq", "awq")
 CALIBRATION_ROWS = 128
-INSTALL = "pip install 'zoo-gym[quantize]' (GPTQModel 7.6.0 and optimum; see the README: Quantized bases)"
+INSTALL = "pip install 'zoo-gym[quantize]' (GPTQModel 7.6.0 and optimum; see docs/quantized.md)"
 
 
 class QuantizeError(Exception):
