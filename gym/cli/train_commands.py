@@ -22,7 +22,12 @@ def train(
     """Train: SFT, continued pretraining, DPO, KTO, reward models, PPO or GRPO, with LoRA/QLoRA/DoRA/full/freeze."""
     config, _, _ = load_config_or_exit(args)
     if nproc > 1 and "LOCAL_RANK" not in os.environ:
+        from gym.train.distributed import one_process_only
         from gym.train.launcher import launch_ranks
+
+        refused = one_process_only(config, nproc)
+        if refused:
+            raise fail(refused)
 
         gym_args = ["train", *(args or []), *(["--no-progress"] if no_progress else [])]
         report = lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True)  # noqa: E731

@@ -93,6 +93,19 @@ def fsdp_wrap_issue(model: Any, fsdp: FsdpConfig) -> str | None:
     return None
 
 
+def one_process_only(config: Any, nproc: int) -> str | None:
+    """``gym train --nproc N`` on a method that trains in one process: the sentence at its key."""
+    if nproc <= 1:
+        return None
+    if config.train.method == "ppo":
+        return located(config, ("train", "method"), f"PPO trains in one process (its rollout, reward and "
+                       f"update loop is not sharded); run gym train without --nproc {nproc} or use method = 'grpo'")  # fmt: skip
+    if config.train.grpo.training_free:
+        return located(config, ("train", "grpo", "training_free"), "training-free GRPO trains no weights and "
+                       f"runs in one process; run gym train without --nproc {nproc}")  # fmt: skip
+    return None
+
+
 def check_fsdp_wrap(config: Any, model: Any) -> None:
     """Refuse, at ``train.distributed.fsdp.auto_wrap``'s file:line:col, an FSDP model it cannot wrap.
 
@@ -100,7 +113,7 @@ def check_fsdp_wrap(config: Any, model: Any) -> None:
     """
     if config.train.distributed.strategy != "fsdp":
         return
-    issue = fsdp_wrap_issue(getattr(model, "base_model", model), config.train.distributed.fsdp)
+    issue = fsdp_wrap_issue(model, config.train.distributed.fsdp)
     if issue is not None:
         raise ValueError(located(config, ("train", "distributed", "fsdp", "auto_wrap"), issue))
 

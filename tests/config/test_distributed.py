@@ -94,3 +94,55 @@ def test_deepspeed_without_the_package_names_the_extra(tmp_path):
     with pytest.raises(ValueError, match=r"^train.distributed.strategy = 'deepspeed' needs the deepspeed package; "
                        r"install the distributed extra \(pip install 'zoo-gym\[distributed\]'\)"):  # fmt: skip
         distributed_arguments(load_config(path).train.distributed, bf16=False)
+
+
+def _train(config, *flags: str):
+    from typer.testing import CliRunner
+
+    from gym.cli import app
+
+    return CliRunner().invoke(app, ["train", str(config), "--no-progress", *flags])
+
+
+def test_several_ranks_for_a_one_process_method_are_refused_before_launch(tmp_path, monkeypatch):
+    (tmp_path / "gym.toml").write_text(HEAD + '[train]\nmethod = "ppo"\n')
+    monkeypatch.chdir(tmp_path)
+    done = _train(tmp_path / "gym.toml", "--nproc", "2")
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert done.output.strip() == ("error gym.toml:11:10: PPO trains in one process (its rollout, reward and update "
+                                   "loop is not sharded); run gym train without --nproc 2 or use method = 'grpo'")  # fmt: skip
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gym.toml"]  # nothing was started
+
+
+def test_fsdp_on_a_model_class_it_cannot_wrap_is_one_sentence(tmp_path, monkeypatch):
+    """OpenAI GPT names no ``_no_split_modules``: auto-wrap has no decoder-layer class to shard by."""
+    import shutil
+
+    from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
+
+    from gym.data.builtin_datasets import write_reverse_dataset
+    from gym.model.builtin import ensure_builtin
+
+    tiny = ensure_builtin("builtin:tiny")
+    model = tmp_path / "gpt"
+    model.mkdir()
+    for name in tiny.iterdir():
+        if name.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(name, model / name.name)
+    vocab = len(__import__("json").loads((tiny / "tokenizer.json").read_text())["model"]["vocab"])
+    OpenAIGPTLMHeadModel(OpenAIGPTConfig(vocab_size=vocab + 8, n_positions=64, n_embd=16, n_layer=1,
+                                         n_head=2)).save_pretrained(model)  # fmt: skip
+    write_reverse_dataset(tmp_path / "data")
+    (tmp_path / "gym.toml").write_text(
+        HEAD.replace('"builtin:tiny"', '"gpt"\ntemplate = "chatml"')
+        + '[train]\nmax_steps = 2\n[train.distributed]\nstrategy = "fsdp"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    done = _train(tmp_path / "gym.toml")
+    assert done.exit_code == 1 and "Traceback" not in done.output, done.output
+    errors = [line for line in done.output.splitlines() if line.startswith("error")]
+    assert errors == [
+        "error gym.toml:13:1: train.distributed.fsdp.auto_wrap: OpenAIGPTLMHeadModel names no decoder-layer "
+        "classes (_no_split_modules) to shard one by one; set auto_wrap = false"
+    ]
+    assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.safetensors"))
