@@ -110,6 +110,21 @@ def test_the_switch_and_its_environment_override_decide_once_on_cpu(
     assert plan.threads == ("one per usable core" if kernels else "torch's default")
 
 
+def test_off_leaves_torch_its_default_threads_unless_a_number_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gym.model.cpu_kernels.threads import fixed_threads, make_tuner_skips, usable_cores
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    config = load_config(write_config(tmp_path, 'cpu_threads = "fastest"\n'))
+    assert fixed_threads(config) is None and make_tuner_skips(config, 100)  # GYM_CPU_KERNELS=0 (conftest)
+    monkeypatch.setenv("GYM_CPU_KERNELS", "1")
+    assert fixed_threads(config) == usable_cores()
+    monkeypatch.setenv("GYM_CPU_KERNELS", "0")
+    pinned = load_config(write_config(tmp_path, "cpu_threads = 3\n"))
+    assert fixed_threads(pinned) == 3
+
+
 def test_auto_is_off_on_a_gpu_and_true_there_is_refused_at_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
