@@ -74,3 +74,9 @@ def test_readme_install_names_every_extra() -> None:
     install = (REPO / "README.md").read_text().split("\n## Install", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in extras if name != "test" and f"| `{name}` |" not in install]
     assert not missing, f"extras without a row in the README's Install table: {missing}"
+
+
+def test_docs_index_lists_every_page() -> None:
+    index = (REPO / "docs" / "index.md").read_text()
+    pages = sorted(page.name for page in (REPO / "docs").glob("*.md") if page.name != "index.md")
+    assert [name for name in pages if f"]({name})" not in index] == []
