@@ -146,3 +146,40 @@ def test_fsdp_on_a_model_class_it_cannot_wrap_is_one_sentence(tmp_path, monkeypa
         "classes (_no_split_modules) to shard one by one; set auto_wrap = false"
     ]
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.safetensors"))
+
+
+# DeepSpeed's own names (deepspeed/runtime/zero/config.py DeepSpeedZeroConfig fields and aliases,
+# zero/offload_config.py, the top-level keys of runtime/config.py), as its config JSON documents them.
+DEEPSPEED_TOP = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+                 "train_batch_size", "bf16", "fp16", "zero_optimization", "optimizer", "scheduler"}  # fmt: skip
+DEEPSPEED_ZERO = {"stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
+                  "allgather_bucket_size", "overlap_comm", "offload_param", "offload_optimizer", "sub_group_size",
+                  "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                  "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                  "stage3_gather_16bit_weights_on_model_save", "round_robin_gradients"}  # fmt: skip
+DEEPSPEED_OFFLOAD = {"device", "nvme_path", "buffer_count", "buffer_size", "pin_memory", "pipeline_read",
+                     "pipeline_write", "fast_init", "ratio"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("stage", "optimizer", "params"), [(2, "none", "none"), (2, "cpu", "none"),
+                                                             (3, "nvme", "cpu"), (3, "cpu", "nvme")])  # fmt: skip
+def test_deepspeed_json_uses_deepspeeds_keys_and_only_autos_transformers_fills(stage, optimizer, params):
+    import inspect
+    import json
+
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    from gym.config.distributed import DeepSpeedConfig
+    from gym.train.distributed import deepspeed_config
+
+    ds = deepspeed_config(DeepSpeedConfig(stage=stage, offload_optimizer=optimizer, offload_params=params,
+                                          nvme_path="/nvme"), bf16=False)  # fmt: skip
+    json.dumps(ds)  # a plain JSON document, as the deepspeed launcher reads it
+    assert set(ds) <= DEEPSPEED_TOP and set(ds["zero_optimization"]) <= DEEPSPEED_ZERO
+    for key in ("offload_optimizer", "offload_param"):
+        assert set(ds["zero_optimization"].get(key, {})) <= DEEPSPEED_OFFLOAD
+    assert ds["zero_optimization"]["stage"] == stage
+    filled = inspect.getsource(hf_deepspeed)  # transformers replaces "auto" only at the paths it names
+    autos = [f"{top}.{key}" if top else key for top, section in [("", ds), ("zero_optimization",
+             ds["zero_optimization"])] for key, value in section.items() if value == "auto"]  # fmt: skip
+    assert autos and all(f'"{path}"' in filled for path in autos), autos
