@@ -40,11 +40,11 @@ def convert_to_gguf(model_dir: str | Path, out_path: str | Path, quant: str = "q
     partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
     try:
         if quant in PYTHON_QUANTS:
-            _write(model_dir, partial, quant, progress)
+            _write(model_dir, partial, quant, progress, out_path.stem)
         else:
             f16 = out_path.with_name(f".{out_path.name}.f16-{os.getpid()}")
             try:
-                _write(model_dir, f16, "f16", progress)
+                _write(model_dir, f16, "f16", progress, out_path.stem)
                 _llama_cpp_quantize(f16, partial, quant)
             finally:
                 f16.unlink(missing_ok=True)
@@ -235,7 +235,7 @@ def _nbytes(shape: tuple, qtype: Any) -> int:
     return math.prod(shape) // block * size
 
 
-def _write(model_dir: Path, path: Path, quant: str, progress: bool) -> None:
+def _write(model_dir: Path, path: Path, quant: str, progress: bool, name: str) -> None:
     import gguf
     import numpy as np
 
@@ -245,7 +245,7 @@ def _write(model_dir: Path, path: Path, quant: str, progress: bool) -> None:
     tensors = list(_source_tensors(model_dir, config, arch))
     writer = gguf.GGUFWriter(path, arch)
     try:
-        _write_hparams(writer, config, arch, model_dir.resolve().name)
+        _write_hparams(writer, config, arch, name)
         file_type = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[quant]
         writer.add_file_type(file_type)
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
