@@ -23,6 +23,7 @@ import openai
 import pytest
 
 from tests.api.conftest import REPO, SERVE_MAIN, free_port, server_env, stop, wait_healthy
+from tests.api.tool_model import WEATHER
 
 OVERLAY = REPO / ".venv-gguf"
 OVERLAY_PY = OVERLAY / "bin" / "python"
@@ -45,6 +46,46 @@ config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layer
                      tie_word_embeddings=False, initializer_range=0.3, eos_token_id=tokenizer.eos_token_id)
 torch.manual_seed(0)
 model = Qwen2ForCausalLM(config)
+hf = out / "hf"
+model.save_pretrained(hf)
+tokenizer.save_pretrained(hf)
+convert_to_gguf(hf, out / "served" / "model-f16.gguf", "f16")
+for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+    if (hf / name).is_file():
+        shutil.copy(hf / name, out / "served" / name)
+"""
+
+# A bigram model (attention and MLP outputs zeroed, so each step sees only its input token's embedding)
+# whose output rows make the generation prompt's last token predict one added token holding a whole
+# hermes tool call, and that token predict EOS: what a model fine-tuned to call get_weather answers.
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOLS_BUILD = """import shutil, sys, torch
+from pathlib import Path
+from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+from gym.data.templates.registry import TEMPLATES
+from gym.export.gguf import convert_to_gguf
+tiny, out, call = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+tokenizer = AutoTokenizer.from_pretrained(tiny)
+tokenizer.add_tokens([call])
+tokenizer.chat_template = TEMPLATES["qwen3"].jinja
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+text = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=tools, add_generation_prompt=True, tokenize=False)
+last = tokenizer.encode(text, add_special_tokens=False)[-1]
+call_id, eos = tokenizer.convert_tokens_to_ids(call), tokenizer.eos_token_id
+config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                     num_key_value_heads=2, intermediate_size=128, max_position_embeddings=2048,
+                     tie_word_embeddings=False, eos_token_id=eos)
+torch.manual_seed(0)
+model = Qwen2ForCausalLM(config)
+with torch.no_grad():  # a bigram model: the residual stream is the token's embedding
+    embed = torch.randn(len(tokenizer), 64)
+    model.model.embed_tokens.weight.copy_(embed)
+    for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
+    head = torch.zeros_like(model.lm_head.weight)
+    head[call_id], head[eos] = embed[last], embed[call_id]
+    model.lm_head.weight.copy_(head)
 hf = out / "hf"
 model.save_pretrained(hf)
 tokenizer.save_pretrained(hf)
@@ -95,6 +136,21 @@ def llama_server(gguf_model: Path, cache_root: Path) -> Iterator[openai.OpenAI]:
     client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
     client.health_url = url + "/health"  # type: ignore[attr-defined]
     yield client
+    stop(process)
+
+
+@pytest.fixture(scope="module")
+def tool_server(
+    tiny_dir: Path, cache_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[openai.OpenAI]:
+    if not (OVERLAY / ".installed").is_file():
+        pytest.skip(
+            "llama.cpp serving tests need the .venv-gguf overlay with llama-cpp-python: run `make gguf`"
+        )
+    out = tmp_path_factory.mktemp("gguf-tools")
+    subprocess.run([str(OVERLAY_PY), "-c", TOOLS_BUILD, str(tiny_dir), str(out), CALL], check=True, cwd=REPO)
+    url, process = start_server_in_overlay([str(out / "served"), "--backend", "llamacpp"], cache_root)
+    yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
     stop(process)
 
 
@@ -195,6 +251,23 @@ def test_an_image_part_is_refused_with_one_sentence(llama_server: openai.OpenAI)
         "messages[0].content[1]: this model reads text only; a 'image_url' part cannot be served "
         "(send text parts, or serve a vision-language model)."
     )
+
+
+@pytest.mark.slow
+@needs_overlay
+def test_a_tool_call_is_parsed_from_llama_cpps_answer(tool_server: openai.OpenAI) -> None:
+    body = dict(model="served", messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                tools=[WEATHER], temperature=0, max_tokens=20)  # fmt: skip
+    answer = tool_server.chat.completions.create(**body).choices[0]
+    assert answer.finish_reason == "tool_calls" and not answer.message.content
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in answer.message.tool_calls]
+    assert calls == [("get_weather", {"city": "Paris"})]
+    streamed = {"name": "", "arguments": ""}
+    for chunk in tool_server.chat.completions.create(stream=True, **body):
+        for call in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+            streamed["name"] += call.function.name or ""
+            streamed["arguments"] += call.function.arguments or ""
+    assert (streamed["name"], json.loads(streamed["arguments"])) == calls[0]
 
 
 def test_a_folder_without_a_gguf_file_is_one_sentence(tiny_dir: Path, cache_root: Path) -> None:
