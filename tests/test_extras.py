@@ -52,7 +52,7 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
 FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/model_commands.py": ("train",),
     "gym/cli/serve_commands.py": ("train", "serve"),
-    "gym/model/quantize_export.py": ("train", "quantize"),  # `gym export --quantize`
+    "gym/export/quantize.py": ("train", "quantize"),  # `gym export --quantize`
     "gym/api/ui.py": ("train", "serve", "space"),  # the Gradio chat page of `gym serve --ui`
     "gym/api/llamacpp_backend.py": ("train", "serve", "gguf"),  # `gym serve --backend llamacpp`
 }

@@ -104,7 +104,7 @@ def load_model_and_tokenizer(
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     quantized = checkpoint_quantization(source.base)
     if quantized in ("gptq", "awq"):
-        from gym.model.quantize_export import gptqmodel_environment
+        from gym.model.quantized import gptqmodel_environment
 
         gptqmodel_environment()
     placement = {"device_map": {"": device}} if quantized else {}  # packed weights are placed when loaded
@@ -122,24 +122,3 @@ def load_model_and_tokenizer(
         model.to(device)
     model.eval()
     return model, tokenizer
-
-
-def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
-    """`gym export --merge`: base + LoRA merged into plain weights, saved with the adapter's tokenizer."""
-    adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
-    if not (adapter_dir / ADAPTER_CONFIG).is_file():
-        raise ValueError(f"{adapter_dir} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
-    source = _from_folder(adapter_dir.resolve(), adapter_dir.name)
-    from gym.model.quantized import checkpoint_quantization, merge_refusal
-
-    method = checkpoint_quantization(source.base)
-    if method is not None:
-        raise ValueError(merge_refusal(source.base, adapter_dir, method))
-    model, tokenizer = load_model_and_tokenizer(source, device="cpu")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output_dir, safe_serialization=True)
-    tokenizer.save_pretrained(output_dir)
-    card = adapter_dir / "README.md"
-    if card.is_file():
-        (output_dir / "README.md").write_text(card.read_text(encoding="utf-8"), encoding="utf-8")
-    return output_dir

@@ -193,7 +193,7 @@ def export(
         return
     if not merge:
         raise _fail("nothing to do: pass --merge to merge the LoRA adapter into its base model", 2)
-    from gym.api.loading import merge_adapter
+    from gym.export.merge import merge_adapter
 
     target = output or path.with_name(path.name + "-merged")
     try:
@@ -217,12 +217,10 @@ def _export_gguf(path: Path, quant: str, output: Path | None) -> None:
 
 def _export_quantized(path: Path, method: str, output: Path | None, config_path: Path | None) -> None:
     """`gym export --quantize`: merge (an adapter folder) or take the full weights, quantize, reload."""
-    import tempfile
-
     from gym.config import ConfigError, load_config
     from gym.data.report import DataError
-    from gym.model.loading import ModelError, load_tokenizer
-    from gym.model.quantize_export import METHODS, QuantizeError, calibration_rows, quantize_folder
+    from gym.export.quantize import METHODS, QuantizeError, export_quantized
+    from gym.model.loading import ModelError
 
     if method not in METHODS:
         raise _fail(f"error: --quantize must be one of {', '.join(METHODS)}, got {method!r}", 2)
@@ -234,18 +232,7 @@ def _export_quantized(path: Path, method: str, output: Path | None, config_path:
         )  # fmt: skip
     target = output or path.with_name(f"{path.name}-{method}")
     try:
-        config = load_config(config_path)
-        with console.status("preparing calibration rows"):
-            rows = calibration_rows(config, load_tokenizer(config))
-        with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch:
-            merged = path
-            if (path / "adapter_config.json").is_file():
-                from gym.api.loading import merge_adapter
-
-                with console.status(f"merging {path}"):
-                    merged = merge_adapter(path, Path(scratch) / "merged")
-            with console.status(f"quantizing to {method.upper()} 4-bit with {len(rows)} calibration rows"):
-                quantize_folder(merged, target, method, rows)
+        export_quantized(path, method, target, load_config(config_path), console.status)
     except ConfigError as error:
         raise _fail(f"error: {error}") from None
     except (ValueError, OSError, QuantizeError, DataError, ModelError) as error:

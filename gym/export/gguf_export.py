@@ -16,7 +16,7 @@ def merged_model(path: Path, scratch: Path, echo: Callable[[str], None]) -> Path
     """The full weights of ``path``: the folder itself, or its LoRA adapter merged into the base."""
     if not (path / "adapter_config.json").is_file():
         return path
-    from gym.api.loading import merge_adapter
+    from gym.export.merge import merge_adapter
 
     echo(f"merging the adapter {path.name} into its base ...")
     return merge_adapter(path, scratch / "merged")

@@ -11,12 +11,14 @@ load is never left looking finished.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.files import gym_cache_home
+from gym.model.quantized import gptqmodel_environment
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
@@ -28,17 +30,6 @@ INSTALL = "pip install 'zoo-gym[quantize]' (GPTQModel 7.6.0 and optimum; see doc
 
 class QuantizeError(Exception):
     """Quantizing cannot be done or failed; the message is one sentence."""
-
-
-def gptqmodel_environment() -> None:
-    """Settings GPTQModel needs before its import: worker count, where it builds kernels, and HF_HOME.
-
-    GPTQModel otherwise sets ``HF_HOME`` itself on import and starts one worker per core it believes
-    it has; on a 2-core machine that starves the quantizer.
-    """
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(max(1, min(2, os.cpu_count() or 1))))
-    os.environ.setdefault("GPTQMODEL_TORCH_EXTENSIONS_DIR", str(gym_cache_home() / "gptqmodel-extensions"))
-    os.environ.setdefault("HF_HOME", str(Path("~/.cache/huggingface").expanduser()))
 
 
 def calibration_rows(
@@ -134,3 +125,25 @@ def check_reload(folder: Path, method: str, row: dict[str, list[int]]) -> None:
         ) from error
     if not bool(torch.isfinite(logits).all()):
         raise QuantizeError(f"the {method.upper()} model in {folder} reloads but produces non-finite logits")
+
+
+def export_quantized(
+    path: Path, method: str, target: Path, config: GymConfig, status: Callable[[str], AbstractContextManager]
+) -> Path:
+    """`gym export PATH --quantize METHOD`: calibrate on ``config``'s training rows, merge PATH if it is
+    an adapter, quantize into ``target`` and check that it reloads. ``status`` wraps each long step."""
+    import tempfile
+
+    from gym.api.loading import ADAPTER_CONFIG
+    from gym.export.merge import merge_adapter
+    from gym.model.loading import load_tokenizer
+
+    with status("preparing calibration rows"):
+        rows = calibration_rows(config, load_tokenizer(config))
+    with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch:
+        merged = path
+        if (path / ADAPTER_CONFIG).is_file():
+            with status(f"merging {path}"):
+                merged = merge_adapter(path, Path(scratch) / "merged")
+        with status(f"quantizing to {method.upper()} 4-bit with {len(rows)} calibration rows"):
+            return quantize_folder(merged, target, method, rows)

@@ -298,7 +298,7 @@ def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Call
     api = HfApi(token=plan.token)
     source = plan.model_dir
     if plan.push == "merged" and plan.is_adapter:
-        from gym.api.loading import merge_adapter
+        from gym.export.merge import merge_adapter
 
         echo("merging the adapter into its base ...")
         source = merge_adapter(plan.model_dir, scratch / "merged")

@@ -214,7 +214,7 @@ def effective_quantization(config: GymConfig) -> str:
 def require_packages(quantization: str, config: GymConfig) -> None:
     """Fail with one sentence when a package the quantization needs cannot be imported."""
     if quantization in ("gptq", "awq"):
-        from gym.model.quantize_export import gptqmodel_environment
+        from gym.model.quantized import gptqmodel_environment
 
         gptqmodel_environment()  # before GPTQModel is imported (it would set HF_HOME itself)
     for package, hint in QUANTIZATION_PACKAGES.get(quantization, ()):

@@ -9,7 +9,10 @@ sentence saying what to do instead.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+from gym.files import gym_cache_home
 
 CONFIG = "config.json"
 
@@ -43,3 +46,14 @@ def merge_refusal(base: str, adapter: str | Path, method: str) -> str:
         f"checkpoint, whose packed weights cannot take a merge; serve the adapter unmerged (`gym serve {adapter}`), "
         "or train on the full-precision base and run `gym export --merge --quantize gptq|awq`"
     )
+
+
+def gptqmodel_environment() -> None:
+    """Settings GPTQModel needs before its import: worker count, where it builds kernels, and HF_HOME.
+
+    GPTQModel otherwise sets ``HF_HOME`` itself on import and starts one worker per core it believes
+    it has; on a 2-core machine that starves the quantizer.
+    """
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(max(1, min(2, os.cpu_count() or 1))))
+    os.environ.setdefault("GPTQMODEL_TORCH_EXTENSIONS_DIR", str(gym_cache_home() / "gptqmodel-extensions"))
+    os.environ.setdefault("HF_HOME", str(Path("~/.cache/huggingface").expanduser()))

@@ -84,7 +84,8 @@ def test_lora_folder_is_served_and_merged(tiny_dir: Path, tmp_path: Path) -> Non
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from gym.api.loading import load_model_and_tokenizer, merge_adapter
+    from gym.api.loading import load_model_and_tokenizer
+    from gym.export.merge import merge_adapter
 
     base = AutoModelForCausalLM.from_pretrained(tiny_dir)
     peft_model = get_peft_model(

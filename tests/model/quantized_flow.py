@@ -66,9 +66,9 @@ max_length = 64
 def main() -> None:
     from gym.config import load_config
     from gym.data.builtin_datasets import write_reverse_dataset
+    from gym.export.quantize import calibration_rows, quantize_folder
     from gym.model.builtin import resolve_model_path
     from gym.model.loading import load_tokenizer
-    from gym.model.quantize_export import calibration_rows, quantize_folder
 
     times: dict[str, float] = {}
     write_reverse_dataset(ROOT / "data", 32, 4)

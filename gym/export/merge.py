@@ -1,0 +1,34 @@
+"""`gym export --merge`, and the first step of every other export: base + LoRA adapter as plain weights.
+
+Merging loads the base and the adapter through the serving loader on CPU, so the merged folder holds
+exactly the weights `gym serve` would have answered with, and the adapter's tokenizer (its chat
+template is the one the model was trained with).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gym.api.loading import ADAPTER_CONFIG, ModelSource, adapter_base, load_model_and_tokenizer
+
+
+def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
+    """`gym export --merge`: base + LoRA merged into plain weights, saved with the adapter's tokenizer."""
+    adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
+    if not (adapter_dir / ADAPTER_CONFIG).is_file():
+        raise ValueError(f"{adapter_dir} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
+    resolved = adapter_dir.resolve()
+    source = ModelSource(model_id=adapter_dir.name, base=adapter_base(resolved), adapter=str(resolved))
+    from gym.model.quantized import checkpoint_quantization, merge_refusal
+
+    method = checkpoint_quantization(source.base)
+    if method is not None:
+        raise ValueError(merge_refusal(source.base, adapter_dir, method))
+    model, tokenizer = load_model_and_tokenizer(source, device="cpu")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir, safe_serialization=True)
+    tokenizer.save_pretrained(output_dir)
+    card = adapter_dir / "README.md"
+    if card.is_file():
+        (output_dir / "README.md").write_text(card.read_text(encoding="utf-8"), encoding="utf-8")
+    return output_dir
