@@ -2,13 +2,13 @@
 
 transformers' training loop takes one optimizer step before it first asks whether to stop, so resuming
 from ``checkpoint-N`` of a run planned for N steps used to train step N+1 (different weights, a fresh
-loss curve). Gym works out the planned step count first:
+loss curve). Gym works out the planned step count first (``GymTrainer.planned_steps``):
 
 * the output folder already holds the finished result of this very run (same fingerprint and schedule,
   every file as written): nothing to do, nothing rewritten (:func:`finished_run`);
 * the newest intact checkpoint is at the planned step (the run was killed after its last checkpoint,
   before or while writing the result): its weights and state are loaded and the result is written from
-  them, no step trained (:func:`restore_checkpoint`);
+  them, no step trained (``GymTrainer.restore_checkpoint``);
 * otherwise training resumes and stops at the planned step, as usual.
 """
 
@@ -25,18 +25,6 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 
-def planned_steps(trainer: Any) -> int | None:
-    """How many optimizer steps this run trains in all, or None when the trainer has no fixed plan."""
-    from transformers import Trainer
-
-    if isinstance(trainer, Trainer):
-        if trainer.args.max_steps > 0:
-            return int(trainer.args.max_steps)
-        return int(trainer.set_initial_training_values(trainer.args, trainer.get_train_dataloader())[-1])
-    planned = getattr(getattr(trainer, "state", None), "max_steps", None)
-    return int(planned) if isinstance(planned, int) and planned > 0 else None
-
-
 def checkpoint_step(path: Path) -> int:
     """The step a checkpoint was written at: its trainer state, else its ``checkpoint-N`` name, else 0."""
     try:
@@ -44,17 +32,6 @@ def checkpoint_step(path: Path) -> int:
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         match = CHECKPOINT.match(path.name)
         return int(match[1]) if match else 0
-
-
-def restore_checkpoint(trainer: Any, path: Path) -> None:
-    """Load the weights and the trainer state of checkpoint ``path`` into ``trainer`` without training."""
-    from transformers import Trainer, TrainerState
-
-    if isinstance(trainer, Trainer):
-        trainer._load_from_checkpoint(str(path))  # the Trainer's own loader: full weights, adapters, shards
-        trainer.state = TrainerState.load_from_json(str(path / "trainer_state.json"))
-    else:
-        trainer.restore_checkpoint(path)
 
 
 def schedule(config: GymConfig) -> dict[str, Any]:

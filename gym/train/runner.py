@@ -20,6 +20,7 @@ from gym.files import atomic_write_text
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
+    from gym.train.trainer_protocol import GymTrainer
 
 RESULTS = "train_results.json"
 
@@ -162,7 +163,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
-    from gym.train.resume import checkpoint_step, finished_run, planned_steps, restore_checkpoint
+    from gym.train.resume import checkpoint_step, finished_run
+    from gym.train.trainer_protocol import as_gym_trainer
 
     check_trackers(config)
     plan = device_plan(config)
@@ -208,13 +210,12 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         checkpoint_dir,
         [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
     )
-    trainer = builder(context)
+    trainer = as_gym_trainer(builder(context))
     strategy_note = cpu_ranks_setup(config, getattr(trainer, "accelerator", None))
     if strategy_note:
         _note(strategy_note)
     mark_checkpoint_folder(checkpoint_dir)
-    trained_model = getattr(trainer, "model", None)
-    trainable, total = trainable_parameters(trained_model) if trained_model is not None else (0, 0)
+    trainable, total = trainable_parameters(trainer.model) if trainer.model is not None else (0, 0)
     threads = fixed_threads(config)
     if threads is not None:
         import torch
@@ -225,28 +226,21 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
     trainer.remove_callback(
         PrinterCallback
     )  # the progress bar shows loss; the curve goes to train_results.json
-    # Gym's own trainers count tokens as ``gym_tokens``; TRL's count them as ``_total_train_tokens``.
-    progress.token_source = lambda: int(
-        getattr(trainer, "gym_tokens", getattr(trainer, "_total_train_tokens", 0))
-    )
-    planned = planned_steps(trainer)
+    progress.token_source = trainer.tokens_trained
+    planned = trainer.planned_steps()
     resume = resume_point(checkpoint_dir, config.train.resume, fingerprint, warn=_warn, max_step=planned)
     restored = resume is not None and planned is not None and checkpoint_step(resume) >= planned
     measured: dict[str, Any] = {}  # what this run measured, written into train_results.json
-    evaluating = getattr(getattr(trainer, "args", None), "eval_strategy", "no") != "no"
+    evaluating = trainer.args is not None and trainer.args.eval_strategy != "no"
     if restored:
-        restore_checkpoint(trainer, resume)  # killed after its last checkpoint: finish without a step
+        trainer.restore_checkpoint(resume)  # killed after its last checkpoint: finish without a step
     else:
         if evaluating and resume is not None:
             trainer.args.eval_on_start = False  # the step-0 evaluation is in the resumed log already
-        # Only transformers Trainers call step callbacks; PPO and training-free GRPO keep the fixed count.
-        tuner = (
-            make_tuner(config, planned or 0, progress.token_source, _note)
-            if hasattr(trainer, "add_callback")
-            else None
-        )
-        if tuner is not None:
-            trainer.add_callback(tuner)
+        # Only transformers Trainers take step callbacks; PPO and training-free GRPO keep the fixed count.
+        tuner = make_tuner(config, planned or 0, progress.token_source, _note)
+        if tuner is not None and not trainer.add_step_callback(tuner):
+            tuner = None
         # Libraries, model and data live for the whole run: the garbage collector (Trainer.train starts with
         # a full collection, and old-generation passes recur while training) need not scan them again.
         gc.freeze()
@@ -266,13 +260,21 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         evaluate_at_end(trainer)
     check_final_weights(config, trainer, checkpoint_dir)
     result = save_outputs(
-        config, trainer, tokenizer, data, log, resume, fingerprint, (trainable, total),
-        measured, plan=plan,
+        config,
+        trainer,
+        tokenizer,
+        data,
+        log,
+        resume,
+        fingerprint,
+        (trainable, total),
+        measured,
+        plan=plan,
     )
     return replace(result, restored_only=restored)
 
 
-def evaluate_at_end(trainer: Any) -> None:
+def evaluate_at_end(trainer: GymTrainer) -> None:
     """Evaluate the held-out rows at the final step unless ``eval_steps`` just did."""
     from gym.train.history import eval_points
 
@@ -281,11 +283,11 @@ def evaluate_at_end(trainer: Any) -> None:
         trainer.evaluate()
 
 
-def check_final_weights(config: GymConfig, trainer: Any, checkpoint_dir: Path) -> None:
+def check_final_weights(config: GymConfig, trainer: GymTrainer, checkpoint_dir: Path) -> None:
     """Never save NaN or infinite weights as the result (the loss can stay finite a step longer)."""
     from gym.train.guards import non_finite_parameter, non_finite_weights
 
-    model = getattr(trainer, "model", None)
+    model = trainer.model
     bad = non_finite_parameter(model) if model is not None and hasattr(model, "named_parameters") else None
     if bad is not None:
         raise non_finite_weights(trainer.state.global_step, bad, config.train.learning_rate, checkpoint_dir)
@@ -293,7 +295,7 @@ def check_final_weights(config: GymConfig, trainer: Any, checkpoint_dir: Path) -
 
 def save_outputs(
     config: GymConfig,
-    trainer: Any,
+    trainer: GymTrainer,
     tokenizer: Any,
     data: Any,
     log: Any,
@@ -309,7 +311,7 @@ def save_outputs(
     from gym.train.resume import completion_record
 
     output = config.output_path
-    history = list(getattr(trainer.state, "log_history", None) or [])
+    history = list(trainer.state.log_history or [])
     losses = loss_curve(history) or log.losses  # the whole run's curve, across resumes
     result = TrainResult(
         output_dir=str(output),
@@ -331,7 +333,7 @@ def save_outputs(
     )
     # A method whose numbers are not the Trainer's (training-free GRPO: requests and tokens, no weights)
     # supplies them itself; keys that are not TrainResult fields are written to train_results.json as is.
-    overrides = dict(trainer.gym_result_overrides()) if hasattr(trainer, "gym_result_overrides") else {}
+    overrides = dict(trainer.result_overrides())
     fields = {
         name: overrides.pop(name) for name in list(overrides) if name in TrainResult.__dataclass_fields__
     }

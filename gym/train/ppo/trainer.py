@@ -11,9 +11,8 @@ adapters); the reference is the same model with its adapters disabled under PEFT
 otherwise. The model runs in eval mode throughout: dropout would make the new/old probability ratio
 differ from 1 on identical weights and the KL to the reference nonzero before any update.
 
-The object mimics what Gym's runner uses of a transformers Trainer (``train``, ``state``,
-``accelerator``, ``save_model``, ``remove_callback``, ``gym_tokens``) and calls the TrainerCallbacks it is
-given on train begin / step end / log / save / train end, with the ``train.report_to`` trackers'
+The trainer implements :class:`gym.train.trainer_protocol.GymTrainer`, the runner's one view of a
+trainer, and calls the TrainerCallbacks it is given on train begin / step end / log / save / train end, with the ``train.report_to`` trackers'
 callbacks among them. It runs in one process. A step's rollout batch is ``batch_size x
 gradient_accumulation_steps`` prompts, sampled and trained in micro-batches of ``batch_size`` whose
 gradients each optimizer step accumulates. Held-out prompts (``datasets.eval_fraction``) are scored
@@ -31,6 +30,7 @@ import torch
 
 from gym.train.ppo import core as ppo_core
 from gym.train.ppo.rollout import Prompt, Rollout, forward, prompts_from_rows, sample, value_head
+from gym.train.trainer_protocol import GymTrainer
 
 if TYPE_CHECKING:
     from gym.train.registry import TrainContext
@@ -39,7 +39,7 @@ VALUE_COEF = 0.1  # weight of the value loss next to the policy loss (the body i
 MAX_GRAD_NORM = 1.0  # transformers' default, as the other methods train with
 
 
-class PPOTrainer:
+class PPOTrainer(GymTrainer):
     """PPO on a causal LM with a value head; see the module docstring for the algorithm."""
 
     def __init__(self, ctx: TrainContext) -> None:
@@ -96,7 +96,7 @@ class PPOTrainer:
         # train.report_to: the same tracker callbacks a transformers Trainer adds, fed the same events.
         trackers = [tracker() for tracker in get_reporting_integration_callbacks(self.args.report_to)]
         self.callbacks = [*trackers, *ctx.callbacks]
-        self.gym_tokens = 0
+        self.tokens = 0
         self.reward_curve: list[tuple[int, float]] = []
 
     def _scheduler(self, updates: int) -> Any:
@@ -105,7 +105,22 @@ class PPOTrainer:
         warmup = math.ceil(self.config.train.warmup_ratio * updates)
         return get_scheduler(self.config.train.lr_scheduler, self.optimizer, warmup, updates)
 
-    # -- the Trainer surface the runner uses ------------------------------------------------------
+    # -- GymTrainer: what the runner uses ----------------------------------------------------------
+
+    def tokens_trained(self) -> int:
+        """Prompt and completion tokens of every rollout, counted once per PPO epoch trained on them."""
+        return self.tokens
+
+    def planned_steps(self) -> int | None:
+        return self.state.max_steps if self.state.max_steps > 0 else None
+
+    def result_overrides(self) -> dict[str, Any]:
+        """Nothing: the runner's numbers (steps, loss curve, tokens) describe a PPO run as they are."""
+        return {}
+
+    def add_step_callback(self, callback: Any) -> bool:
+        """False: a PPO step is sampling and scoring as much as training, so the thread tuner stays out."""
+        return False
 
     def remove_callback(self, callback: Any) -> None:
         """Drop callbacks that are ``callback`` or instances of it (as Trainer.remove_callback does)."""
@@ -236,7 +251,7 @@ class PPOTrainer:
                 vf, _ = ppo_core.value_loss(values, part["old_values"], part["returns"], mask, ppo.clip_range)
                 loss = pg + VALUE_COEF * vf
                 self.accelerator.backward(loss / len(parts))
-                self.gym_tokens += int(rollout.attention_mask.sum())
+                self.tokens += int(rollout.attention_mask.sum())
                 for name, value in (
                     ("loss", loss),
                     ("policy_loss", pg),

@@ -1,13 +1,12 @@
 """Training-free GRPO as a `gym train` method: ``train.method = "grpo"`` with ``train.grpo.training_free``.
 
-:func:`build_training_free` returns an object with the few Trainer members :func:`gym.train.runner.run_training`
-uses (``train``, ``save_model``, ``state.global_step``, ``accelerator``, ``remove_callback``), so the
-seed's command line and ``[train.grpo] training_free = true`` run through the usual runner. Settings:
+:func:`build_training_free` returns a :class:`gym.train.trainer_protocol.GymTrainer`, the runner's one view
+of a trainer, so the seed's command line and ``[train.grpo] training_free = true`` run through the usual runner. Settings:
 ``train.batch_size`` queries per step (the paper uses 50; Gym's default is 4), ``ceil(train.epochs)``
 epochs, ``train.max_steps`` caps the steps of the whole run (resumed steps included), ``train.seed``
 orders the data, ``train.resume = "never"`` starts a new library.
 
-The runner asks :meth:`TrainingFreeTrainer.gym_result_overrides` for what train_results.json should say
+The runner asks :meth:`TrainingFreeTrainer.result_overrides` for what train_results.json should say
 (requests, tokens in/out per step and in total, the library; no trainable weights), so the file and the
 console summary describe this run.
 """
@@ -21,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from gym.train.trainer_protocol import GymTrainer
 from gym.train.training_free.library import atomic_write_json
 from gym.train.training_free.loop import LoopOptions, LoopResult, TrainingFreeLoop
 
@@ -133,19 +133,35 @@ class _OneProcess:
         """Nothing to wait for."""
 
 
-class TrainingFreeTrainer:
+class TrainingFreeTrainer(GymTrainer):
     """The frozen model's experience library, learned by :class:`TrainingFreeLoop`."""
 
     def __init__(self, config: GymConfig, rows: list[dict[str, Any]], show_progress: bool) -> None:
         self.config, self.rows, self.show_progress = config, rows, show_progress
-        self.state = SimpleNamespace(global_step=0)
+        self.state = SimpleNamespace(global_step=0, log_history=[])
         self.accelerator = _OneProcess()
         self.result: LoopResult | None = None
+        self.model = self.args = None  # no weights train, no TrainingArguments (and no held-out evaluation)
 
-    @property
-    def gym_tokens(self) -> int:
+    def tokens_trained(self) -> int:
+        """Tokens in and out of every request (rollouts and learner)."""
         totals = self.result.library.totals if self.result else {}
         return int(totals.get("tokens_in", 0) + totals.get("tokens_out", 0))
+
+    def planned_steps(self) -> int | None:
+        """None: the library folder's newest step decides where a run continues, not a checkpoint."""
+        return None
+
+    def restore_checkpoint(self, folder: Path) -> None:
+        """Nothing to restore: the library folder is the state (never called, as there is no plan)."""
+
+    def evaluate(self) -> dict[str, float]:
+        """No held-out evaluation (never called: ``args`` is None)."""
+        return {}
+
+    def add_step_callback(self, callback: Any) -> bool:
+        """False: the loop reports through its own progress bar and calls no TrainerCallbacks."""
+        return False
 
     def remove_callback(self, callback: Any) -> None:
         """Nothing to remove: this loop reports through its own progress bar."""
@@ -169,7 +185,7 @@ class TrainingFreeTrainer:
             "step": self.result.library.step,
         })  # fmt: skip
 
-    def gym_result_overrides(self) -> dict[str, Any]:
+    def result_overrides(self) -> dict[str, Any]:
         """train_results.json as a training-free run means it: requests and tokens in + out, no weights."""
         if self.result is None:
             return {}
