@@ -154,7 +154,8 @@ def _register_defaults() -> None:
 
     def transformers(source: Any, **options: Any) -> Backend:
         from gym.api.batching import TransformersBackend
-        from gym.api.vision import VisionBackend, is_vision_folder
+        from gym.api.vision import VisionBackend
+        from gym.model.folders import is_vision_folder
 
         if is_vision_folder(source.base):  # image parts need the processor; see gym/api/vision.py
             return VisionBackend.from_source(source, **options)

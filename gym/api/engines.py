@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts, TokenLogprob
-from gym.api.loading import ADAPTER_CONFIG, ModelSource
+from gym.api.loading import ModelSource
+from gym.model.folders import ADAPTER_CONFIG
 
 _ids = itertools.count()
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRA kernels are built for

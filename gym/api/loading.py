@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ADAPTER_CONFIG = "adapter_config.json"
+from gym.model.folders import ADAPTER_CONFIG, is_adapter_folder, is_model_folder
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 
@@ -31,10 +32,6 @@ class ModelSource:
         return self.base
 
 
-def _is_model_folder(path: Path) -> bool:
-    return (path / ADAPTER_CONFIG).is_file() or (path / "config.json").is_file()
-
-
 def adapter_base(adapter_dir: Path) -> str:
     """The base model an adapter folder names, with ``builtin:`` names built to their cache folder."""
     from gym.model.builtin import resolve_model_path
@@ -47,7 +44,7 @@ def adapter_base(adapter_dir: Path) -> str:
 
 
 def _from_folder(path: Path, model_id: str) -> ModelSource:
-    if (path / ADAPTER_CONFIG).is_file():
+    if is_adapter_folder(path):
         return ModelSource(model_id=model_id, base=adapter_base(path), adapter=str(path))
     return ModelSource(model_id=model_id, base=str(path))
 
@@ -69,11 +66,11 @@ def resolve_source(target: str, served_name: str | None = None) -> ModelSource:
         config = config_from_args(path)
         name = served_name or config.project.name
         output = config.output_path
-        if output.is_dir() and _is_model_folder(output):
+        if output.is_dir() and is_model_folder(output):
             return _from_folder(output, name)
         return resolve_source(config.model.name_or_path, served_name=name)
     if path.is_dir():
-        if not _is_model_folder(path):
+        if not is_model_folder(path):
             raise ValueError(
                 f"{path} holds neither a model (config.json) nor a LoRA adapter ({ADAPTER_CONFIG})"
             )

@@ -16,7 +16,6 @@ import asyncio
 import base64
 import binascii
 import io
-import json
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -121,16 +120,6 @@ def split_images(
         role = "system" if message.role == "developer" else message.role
         out.append({"role": role, "content": content or ""})
     return out, images
-
-
-def is_vision_folder(folder: str) -> bool:
-    from gym.model.vision import config_is_vision
-
-    path = Path(folder) / "config.json"
-    try:
-        return path.is_file() and config_is_vision(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return False
 
 
 class VisionBackend(TokenizerPrompts):

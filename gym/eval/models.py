@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from gym.eval.errors import EvalError
 from gym.failures import first_line
+from gym.model.folders import ADAPTER_CONFIG, is_adapter_folder, is_model_folder
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
 
-ADAPTER_CONFIG = "adapter_config.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 
@@ -54,8 +54,8 @@ def load_tuned(config: GymConfig, path: Path) -> tuple[Any, Any]:
         path = Path(resolve_model_path(str(path)))
     if not path.is_dir():
         raise EvalError(f"no trained model at '{path}'; run `gym train` first or pass --model PATH")
-    adapter = (path / ADAPTER_CONFIG).is_file()
-    if not adapter and not (path / "config.json").is_file():
+    adapter = is_adapter_folder(path)
+    if not is_model_folder(path):
         raise EvalError(
             f"'{path}' holds neither a model (config.json) nor a LoRA adapter ({ADAPTER_CONFIG}); "
             "run `gym train` first or pass --model PATH"

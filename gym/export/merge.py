@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gym.api.loading import ADAPTER_CONFIG, ModelSource, adapter_base, load_model_and_tokenizer
+from gym.api.loading import ModelSource, adapter_base, load_model_and_tokenizer
+from gym.model.folders import ADAPTER_CONFIG, is_adapter_folder
 
 
 def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
     """`gym export --merge`: base + LoRA merged into plain weights, saved with the adapter's tokenizer."""
     adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
-    if not (adapter_dir / ADAPTER_CONFIG).is_file():
+    if not is_adapter_folder(adapter_dir):
         raise ValueError(f"{adapter_dir} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
     resolved = adapter_dir.resolve()
     source = ModelSource(model_id=adapter_dir.name, base=adapter_base(resolved), adapter=str(resolved))

@@ -59,7 +59,7 @@ def quantize_folder(merged: Path, target: Path, method: str, rows: list[dict[str
     """Quantize the full-precision model in ``merged`` with ``method`` into ``target`` (4-bit)."""
     if method not in METHODS:
         raise QuantizeError(f"--quantize must be one of {', '.join(METHODS)}, got {method!r}")
-    from gym.api.vision import is_vision_folder
+    from gym.model.folders import is_vision_folder
 
     if is_vision_folder(str(merged)):
         raise QuantizeError(
@@ -134,15 +134,15 @@ def export_quantized(
     an adapter, quantize into ``target`` and check that it reloads. ``status`` wraps each long step."""
     import tempfile
 
-    from gym.api.loading import ADAPTER_CONFIG
     from gym.export.merge import merge_adapter
+    from gym.model.folders import is_adapter_folder
     from gym.model.loading import load_tokenizer
 
     with status("preparing calibration rows"):
         rows = calibration_rows(config, load_tokenizer(config))
     with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch:
         merged = path
-        if (path / ADAPTER_CONFIG).is_file():
+        if is_adapter_folder(path):
             with status(f"merging {path}"):
                 merged = merge_adapter(path, Path(scratch) / "merged")
         with status(f"quantizing to {method.upper()} 4-bit with {len(rows)} calibration rows"):
