@@ -41,6 +41,7 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/model": ("train", "qlora"),
     "gym/train": ("train",),
     "gym/eval": ("train", "eval"),
+    "gym/engine": ("train", "serve"),
     "gym/api": ("train", "serve"),
     "gym/hub": ("train",),
     "gym/launch": ("cloud",),

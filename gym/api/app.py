@@ -1,4 +1,4 @@
-"""The FastAPI app factory: OpenAI-compatible routes over any :class:`gym.api.backend.Backend`.
+"""The FastAPI app factory: OpenAI-compatible routes over any :class:`gym.engine.backend.Backend`.
 
 (No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at runtime,
 and some of them are imported inside :func:`create_app` to keep fastapi out of `gym --help`.)
@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gym.api.accesslog import redact_access_log
-from gym.api.backend import Backend, SamplingParams
 from gym.api.content import accepted_media, template_messages
 from gym.api.intake import DEFAULT_MAX_REQUEST_BYTES, RequestRejected, parse_body, read_body
 from gym.api.remote_images import FETCH_WORKERS, MAX_REMOTE_IMAGES, FetchPolicy
 from gym.api.responses import Meta, Shape, collect, sse
 from gym.api.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice, error_body
 from gym.api.tools.parsers import get_tool_parser, parser_for_template
+from gym.engine.backend import Backend, SamplingParams
 
 DEFAULT_MAX_TOKENS = 1024
 INLINE_PARSE_BYTES = 16 * 1024
@@ -221,8 +221,8 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
         body = await parsed(await read_body(request, max_request_bytes), ChatCompletionRequest)
         check_model(body.model)
         images: list[Any] = []
-        if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (gym/api/vision.py)
-            from gym.api.vision import image_urls, is_remote, split_images
+        if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (engine/vision.py)
+            from gym.engine.vision import image_urls, is_remote, split_images
 
             remote = sum(is_remote(url) for url in image_urls(body.messages))
             if fetch and remote > MAX_REMOTE_IMAGES:

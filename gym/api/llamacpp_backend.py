@@ -5,7 +5,7 @@ On a CPU, decoding a 0.5B+ model is bound by reading the weights every step; lla
 prompts are rendered and tokenized by the model's own Hugging Face tokenizer (exactly as the
 transformers backend does, whatever pre-tokenizer the GGUF file names), token ids are fed to
 llama.cpp, and sampling, logprobs, stop strings and detokenization run in Gym's
-:class:`gym.api.sequence.Sequence` on the logits llama.cpp returns. So answers, tool-call parsing and
+:class:`gym.engine.sequence.Sequence` on the logits llama.cpp returns. So answers, tool-call parsing and
 streaming behave as with the transformers backend.
 
 Continuous batching uses llama.cpp's low-level API: one context with ``n_seq_max`` KV sequences, and
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts
-from gym.api.cputhreads import ThreadPolicy
-from gym.api.loading import TOKENIZER_FILES, ModelSource
-from gym.api.sequence import Sequence
+from gym.engine.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.cputhreads import ThreadPolicy
+from gym.engine.loading import TOKENIZER_FILES, ModelSource
+from gym.engine.sequence import Sequence
 
 DEFAULT_CONTEXT = 4096  # tokens per sequence when the model was trained on more
 PREFILL_CHUNK = 256  # prompt tokens fed per step, beside the decoding streams
@@ -88,7 +88,7 @@ class _Slot:
 
 
 class LlamaCppBackend(TokenizerPrompts):
-    """A :class:`gym.api.backend.Backend` over one llama.cpp context shared by every request."""
+    """A :class:`gym.engine.backend.Backend` over one llama.cpp context shared by every request."""
 
     name = "llamacpp"
     supports_logprobs = True

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gym.api.backend import Chunk, TokenLogprob
 from gym.api.intake import RequestRejected
 from gym.api.schemas import error_body
 from gym.api.tools.parsers import ParsedCall, ToolParser
 from gym.api.tools.stream import ToolCallStream
+from gym.engine.backend import Chunk, TokenLogprob
 
 
 @dataclass

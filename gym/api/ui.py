@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gym.api.backend import SamplingParams
+from gym.engine.backend import SamplingParams
 
 TEMPERATURE, MAX_TOKENS = 0.7, 256  # the chat's defaults; its Settings accordion changes them per message
 
@@ -64,7 +64,7 @@ def _uploaded_images(files: list[Any]) -> list[Any]:
     """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images.
 
     ValueError names the first upload that is not a readable image."""
-    from gym.api.vision import ImageRequestError, open_upload
+    from gym.engine.vision import ImageRequestError, open_upload
 
     images = []
     for path in [f.get("path") if isinstance(f, dict) else f for f in files]:

@@ -88,7 +88,7 @@ def serve(
     ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models)."""
-    from gym.api.backend import BACKEND_NAMES, BackendUnavailable
+    from gym.engine.backend import BACKEND_NAMES, BackendUnavailable
 
     if backend not in BACKEND_NAMES:
         raise _fail(f"--backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}", 2)
@@ -145,8 +145,8 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
                       served_model_name: str | None = None, **options):  # fmt: skip
     """Resolve, load and wrap ``model`` in the OpenAI app: shared by `gym serve` and the Space."""
     from gym.api.app import create_app
-    from gym.api.backend import create_backend
-    from gym.api.loading import resolve_source
+    from gym.engine.backend import create_backend
+    from gym.engine.loading import resolve_source
 
     app_options = {
         key: options.pop(key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gym.api.loading import ModelSource, adapter_base, load_model_and_tokenizer
+from gym.engine.loading import ModelSource, adapter_base, load_model_and_tokenizer
 from gym.model.folders import ADAPTER_CONFIG, is_adapter_folder
 
 

@@ -23,8 +23,8 @@ _lock = threading.Lock()
 
 def _backend(target: str) -> Any:
     """A loaded backend for ``target`` (a folder or model id), reloaded when the folder was retrained."""
-    from gym.api.backend import create_backend
-    from gym.api.loading import resolve_source
+    from gym.engine.backend import create_backend
+    from gym.engine.loading import resolve_source
 
     source = resolve_source(target)
     weights = Path(source.adapter or source.base)
@@ -99,8 +99,8 @@ async def chat(workspace: Workspace, message: Any, tuned: list, base: list, comp
     ``message`` is the chat box's value: text, or ``{"text", "files"}`` with uploaded images. ``sent`` is
     False while the message is refused or not yet taken: the box keeps what was typed and attached.
     """
-    from gym.api.backend import SamplingParams
     from gym.config import ConfigError
+    from gym.engine.backend import SamplingParams
     from gym.webui.chat_images import UploadRefused, check_uploads, has_images, split_input, text_only_refusal
 
     tuned, base = list(tuned or []), list(base or [])

@@ -8,9 +8,9 @@ from pathlib import Path
 import uvicorn
 
 from gym.api.app import create_app
-from gym.api.batching import TransformersBackend
-from gym.api.loading import ModelSource, load_model_and_tokenizer
 from gym.api.tools.parsers import get_tool_parser, parser_for_template
+from gym.engine.batching import TransformersBackend
+from gym.engine.loading import ModelSource, load_model_and_tokenizer
 from tests.api.tool_model import SteeredModel, scripts
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, create_backend
-from gym.api.loading import ModelSource, resolve_source
-from gym.api.sequence import Sequence
+from gym.engine.backend import BackendUnavailable, Chunk, SamplingParams, create_backend
+from gym.engine.loading import ModelSource, resolve_source
+from gym.engine.sequence import Sequence
 
 
 class CharTokenizer:
@@ -84,7 +84,7 @@ def test_lora_folder_is_served_and_merged(tiny_dir: Path, tmp_path: Path) -> Non
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from gym.api.loading import load_model_and_tokenizer
+    from gym.engine.loading import load_model_and_tokenizer
     from gym.export.merge import merge_adapter
 
     base = AutoModelForCausalLM.from_pretrained(tiny_dir)
@@ -189,7 +189,7 @@ def test_shared_prompt_prefix_is_reused_with_identical_output(tiny_dir: Path, mo
 def test_torch_threads_follow_the_free_cores_unless_pinned(monkeypatch) -> None:
     import torch
 
-    from gym.api.cputhreads import ThreadPolicy
+    from gym.engine.cputhreads import ThreadPolicy
 
     before = torch.get_num_threads()
     try:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gym.api.backend import BackendUnavailable
-from gym.api.engines import vllm_engine_args
-from gym.api.loading import ModelSource
+from gym.engine.backend import BackendUnavailable
+from gym.engine.engines import vllm_engine_args
+from gym.engine.loading import ModelSource
 
 
 def adapter(tmp_path: Path, **config) -> ModelSource:

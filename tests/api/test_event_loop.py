@@ -14,7 +14,7 @@ import httpx
 import uvicorn
 
 from gym.api.app import create_app
-from gym.api.backend import Chunk
+from gym.engine.backend import Chunk
 from tests.api.conftest import free_port
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gym.api.backend import SamplingParams
-from gym.api.prefixcache import PrefixCache
-from gym.api.sequence import Sequence
+from gym.engine.backend import SamplingParams
+from gym.engine.prefixcache import PrefixCache
+from gym.engine.sequence import Sequence
 
 PREAMBLE = "You are a careful assistant for a small software company. Answer briefly and plainly. " * 3
 OTHER = "Tu es un assistant prudent. Reponds en une phrase, sans inventer de faits. " * 3
@@ -18,8 +18,8 @@ OTHER = "Tu es un assistant prudent. Reponds en une phrase, sans inventer de fai
 
 @pytest.fixture(scope="module")
 def engine(tiny_dir: Path):
-    from gym.api.attention import use_gqa_sdpa
-    from gym.api.loading import load_model_and_tokenizer, resolve_source
+    from gym.engine.attention import use_gqa_sdpa
+    from gym.engine.loading import load_model_and_tokenizer, resolve_source
 
     model, tokenizer = load_model_and_tokenizer(resolve_source(str(tiny_dir), "tiny"))
     assert use_gqa_sdpa(model)  # cascade attention lives in Gym's attention function
@@ -31,7 +31,7 @@ def generate(engine, prompts: list[str], arrivals: list[int], cache: PrefixCache
     also the number of steps the batch ran with a shared prefix and the most rows it held then."""
     import torch
 
-    from gym.api.kvbatch import RunningBatch
+    from gym.engine.kvbatch import RunningBatch
 
     model, tokenizer = engine
     eos = {tokenizer.eos_token_id}
@@ -104,7 +104,7 @@ def test_mixed_prefixes_fall_back_to_per_row_copies_with_the_same_output(engine)
 def test_cascade_attention_equals_attention_over_the_concatenated_keys(q_len: int) -> None:
     import torch
 
-    from gym.api.attention import cascade_attention
+    from gym.engine.attention import cascade_attention
 
     torch.manual_seed(0)
     batch, heads, kv_heads, prefix, own, dim = 3, 4, 2, 40, 7, 16

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from gym.api.backend import Chunk
 from gym.api.responses import Meta, Shape, _ChoiceStream, _event, sse
+from gym.engine.backend import Chunk
 
 TEXTS = ["ab", 'a "quote" and a \\ backslash', "é€😀", "\n\t\x01\x1f", "</s>", " "]
 

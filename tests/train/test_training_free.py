@@ -258,7 +258,7 @@ def test_experiences_go_into_the_system_prompt(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
     from gym.api.app import create_app
-    from gym.api.backend import Chunk
+    from gym.engine.backend import Chunk
     from gym.train.experiences import load_experiences, render_system_prompt, with_experiences
 
     path = tmp_path / "latest.json"

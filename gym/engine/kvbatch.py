@@ -2,7 +2,7 @@
 
 Every active sequence has one sampled token not yet in the cache (``pending``). A step feeds all of
 them in one forward pass. New sequences are prefilled together (those reusing the same cached prompt
-prefix as one group: only their own tokens go through the model, see :mod:`gym.api.prefixcache`),
+prefix as one group: only their own tokens go through the model, see :mod:`gym.engine.prefixcache`),
 then their cache rows are spliced in by left-padding both caches to a common length (padding is
 masked out, and positions come from the mask, so each row computes exactly what it would alone).
 Rows of finished sequences are dropped and all-padding columns on the left trimmed, so the cache
@@ -21,10 +21,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from gym.api.attention import NAME as ATTENTION_NAME
-from gym.api.attention import shared_prefix
-from gym.api.prefixcache import PrefixCache, PrefixEntry, common_prefix
-from gym.api.sequence import Sequence
+from gym.engine.attention import NAME as ATTENTION_NAME
+from gym.engine.attention import shared_prefix
+from gym.engine.prefixcache import PrefixCache, PrefixEntry, common_prefix
+from gym.engine.sequence import Sequence
 
 _ROOM = 64  # spare columns reserved whenever a buffer is (re)built: one rebuild per 64 decode steps
 

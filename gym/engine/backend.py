@@ -141,7 +141,7 @@ def register_backend(name: str, factory: BackendFactory) -> None:
 
 
 def create_backend(name: str, source: Any, **options: Any) -> Backend:
-    """Build backend ``name`` for a resolved :class:`gym.api.loading.ModelSource`."""
+    """Build backend ``name`` for a resolved :class:`gym.engine.loading.ModelSource`."""
     _register_defaults()
     if name not in BACKENDS:
         raise BackendUnavailable(f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}")
@@ -153,21 +153,21 @@ def _register_defaults() -> None:
         return
 
     def transformers(source: Any, **options: Any) -> Backend:
-        from gym.api.batching import TransformersBackend
-        from gym.api.vision import VisionBackend
+        from gym.engine.batching import TransformersBackend
+        from gym.engine.vision import VisionBackend
         from gym.model.folders import is_vision_folder
 
-        if is_vision_folder(source.base):  # image parts need the processor; see gym/api/vision.py
+        if is_vision_folder(source.base):  # image parts need the processor; see gym/engine/vision.py
             return VisionBackend.from_source(source, **options)
         return TransformersBackend.from_source(source, **options)
 
     def vllm(source: Any, **options: Any) -> Backend:
-        from gym.api.engines import VLLMBackend
+        from gym.engine.engines import VLLMBackend
 
         return VLLMBackend.from_source(source, **options)
 
     def sglang(source: Any, **options: Any) -> Backend:
-        from gym.api.engines import SGLangBackend
+        from gym.engine.engines import SGLangBackend
 
         return SGLangBackend.from_source(source, **options)
 

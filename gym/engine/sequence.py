@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym.api.backend import Chunk, SamplingParams, TokenLogprob
+from gym.engine.backend import Chunk, SamplingParams, TokenLogprob
 
 
 @dataclass(eq=False)

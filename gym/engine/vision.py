@@ -5,7 +5,7 @@ builtin:tiny-vl) uses :class:`VisionBackend`: requests carry ``image_url`` parts
 (remote http(s) URLs are refused unless the server was started with ``--fetch-remote-images``: a
 server that fetches on a client's behalf can be pointed at addresses only it can reach), the
 model's own processor makes the pixels and places the image tokens exactly as training did, and
-tokens are decoded one at a time with the KV cache, through the same :class:`~gym.api.sequence.Sequence`
+tokens are decoded one at a time with the KV cache, through the same :class:`~gym.engine.sequence.Sequence`
 stop/stream logic as the batching engine. Requests are served one after another (no continuous
 batching for image prompts).
 """
@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
-from gym.api.loading import ModelSource
 from gym.api.remote_images import FetchPolicy, FetchRefused, fetch_image_bytes
+from gym.engine.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.loading import ModelSource
 
 MARKER = "<image>"
 
@@ -123,7 +123,7 @@ def split_images(
 
 
 class VisionBackend(TokenizerPrompts):
-    """A :class:`gym.api.backend.Backend` over ``AutoModelForImageTextToText`` and its processor."""
+    """A :class:`gym.engine.backend.Backend` over ``AutoModelForImageTextToText`` and its processor."""
 
     name = "transformers"
     accepts_images = True
@@ -140,7 +140,7 @@ class VisionBackend(TokenizerPrompts):
         self._lock = threading.Lock()
         self._stats = Stats()
         if next(model.parameters()).device.type == "cpu":  # as the batching engine: the cores left free
-            from gym.api.cputhreads import ThreadPolicy
+            from gym.engine.cputhreads import ThreadPolicy
 
             ThreadPolicy().apply(force=True)
 
@@ -220,7 +220,7 @@ class VisionBackend(TokenizerPrompts):
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, n: int = 1, images: list[Any] | None = None
     ) -> AsyncIterator[Chunk]:
-        from gym.api.sequence import Sequence
+        from gym.engine.sequence import Sequence
 
         self._stats.requests += 1
         inputs = self._inputs(prompt_ids, images or [])

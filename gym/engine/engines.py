@@ -1,4 +1,4 @@
-"""Thin vLLM and SGLang adapters behind :class:`gym.api.backend.Backend`, used when installed.
+"""Thin vLLM and SGLang adapters behind :class:`gym.engine.backend.Backend`, used when installed.
 
 Both engines batch and page their own KV cache; Gym only maps its request and chunk types onto
 theirs. Selecting one without its package installed fails at once with an actionable message
@@ -14,8 +14,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from gym.api.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts, TokenLogprob
-from gym.api.loading import ModelSource
+from gym.engine.backend import (
+    BackendUnavailable,
+    Chunk,
+    SamplingParams,
+    Stats,
+    TokenizerPrompts,
+    TokenLogprob,
+)
+from gym.engine.loading import ModelSource
 from gym.model.folders import ADAPTER_CONFIG
 
 _ids = itertools.count()

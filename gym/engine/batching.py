@@ -6,7 +6,7 @@ pass for every active sequence per step. Finished sequences leave the batch at o
 request never waits for a long one and N concurrent streams cost roughly one forward per token
 instead of N. Tokens are handed to the requests' asyncio queues after each step, in one event-loop wake-up.
 Prompts that start like a recent one (a shared system prompt, earlier turns of a chat) reuse its
-KV cache (:mod:`gym.api.prefixcache`).
+KV cache (:mod:`gym.engine.prefixcache`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gym.api.attention import use_gqa_sdpa
-from gym.api.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
-from gym.api.cputhreads import ThreadPolicy
-from gym.api.loading import ModelSource, load_model_and_tokenizer
-from gym.api.prefixcache import PrefixCache
-from gym.api.sequence import Sequence
+from gym.engine.attention import use_gqa_sdpa
+from gym.engine.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.cputhreads import ThreadPolicy
+from gym.engine.loading import ModelSource, load_model_and_tokenizer
+from gym.engine.prefixcache import PrefixCache
+from gym.engine.sequence import Sequence
 
 
 def _deliver(items: list[tuple[Any, Chunk]]) -> None:
@@ -32,7 +32,7 @@ def _deliver(items: list[tuple[Any, Chunk]]) -> None:
 
 
 class TransformersBackend(TokenizerPrompts):
-    """A :class:`gym.api.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
+    """A :class:`gym.engine.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
 
     name = "transformers"
     supports_logprobs = True
@@ -113,7 +113,7 @@ class TransformersBackend(TokenizerPrompts):
     def _run(self) -> None:
         import torch
 
-        from gym.api.kvbatch import RunningBatch
+        from gym.engine.kvbatch import RunningBatch
 
         batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
         if self._threads:
