@@ -221,8 +221,8 @@ def create_app(backend: Backend, api_key: str | None = None, default_max_tokens:
         body = await parsed(await read_body(request, max_request_bytes), ChatCompletionRequest)
         check_model(body.model)
         images: list[Any] = []
-        if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (engine/vision.py)
-            from gym.engine.vision import image_urls, is_remote, split_images
+        if getattr(backend, "accepts_images", False):  # a VL model: image parts decoded (api/images.py)
+            from gym.api.images import image_urls, is_remote, split_images
 
             remote = sum(is_remote(url) for url in image_urls(body.messages))
             if fetch and remote > MAX_REMOTE_IMAGES:

@@ -64,7 +64,8 @@ def _uploaded_images(files: list[Any]) -> list[Any]:
     """Images uploaded in the multimodal chat (file paths or Gradio file dicts), as RGB PIL images.
 
     ValueError names the first upload that is not a readable image."""
-    from gym.engine.vision import ImageRequestError, open_upload
+    from gym.api.images import open_upload
+    from gym.engine.vision import ImageRequestError
 
     images = []
     for path in [f.get("path") if isinstance(f, dict) else f for f in files]:

@@ -1,5 +1,5 @@
 """Images in the Chat tab: uploads become OpenAI ``image_url`` parts (``data:`` URLs), as a client of
-`gym serve` would send them, and go through the API's own :func:`gym.engine.vision.split_images`.
+`gym serve` would send them, and go through the API's own :func:`gym.api.images.split_images`.
 
 So the tab shows what the API answers for the same conversation: the same decoding, the same
 ``<image>`` markers, the same processor. Images stay in the chat history and are sent again with every
@@ -35,7 +35,8 @@ def image_part(path: str) -> dict[str, Any]:
 
 def check_uploads(paths: list[str]) -> list[dict[str, Any]]:
     """The uploads as image parts, each checked to open as an image; UploadRefused names the first that does not."""
-    from gym.engine.vision import ImageRequestError, open_upload
+    from gym.api.images import open_upload
+    from gym.engine.vision import ImageRequestError
 
     parts = []
     for path in paths:
@@ -75,8 +76,8 @@ def has_images(messages: list[dict[str, Any]]) -> bool:
 
 def template_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, str]], list[Any]]:
     """OpenAI messages with image parts → the API's template messages (``<image>`` markers) and images."""
+    from gym.api.images import split_images
     from gym.api.schemas import ChatMessage
-    from gym.engine.vision import split_images
 
     return split_images([ChatMessage.model_validate(m) for m in messages])
 
