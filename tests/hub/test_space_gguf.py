@@ -1,0 +1,76 @@
+"""The CPU Space that serves a GGUF file, as the Hub runs it: its own requirements.txt (llama-cpp-python
+included) installed into a fresh venv, `python app.py`, and its OpenAI API answering at temperature 0
+exactly as the full-precision model does (an f16 file of builtin:tiny).
+
+The requirements name llama.cpp's prebuilt CPU wheel index, which this machine cannot reach; pip falls
+back to PyPI's source release, and the wheel `make gguf` built from it (kept in pip's cache) is found
+through PIP_FIND_LINKS, so nothing compiles here. Without that wheel the test skips naming `make gguf`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gym.hub.space import SpaceSettings, render_space
+from tests.api.conftest import free_port
+from tests.space_runtime import api_answer, start_space, wait_healthy
+
+pytestmark = pytest.mark.slow
+KEY = "sk-gguf-space-key"
+MESSAGE = "Reverse: a b"
+
+
+def _llama_cpp_wheel() -> Path | None:
+    cache = Path.home() / ".cache" / "pip" / "wheels"
+    return next(iter(sorted(cache.rglob("llama_cpp_python-0.3.36-*.whl"))), None) if cache.is_dir() else None
+
+
+def test_cpu_space_serves_the_gguf_file_with_the_full_precision_answer(
+    tiny_dir: Path, cache_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gym.export import convert_to_gguf
+
+    wheel = _llama_cpp_wheel()
+    if wheel is None:
+        pytest.skip("no llama-cpp-python 0.3.36 wheel in pip's cache: run `make gguf` (it builds one)")
+    links = " ".join(filter(None, (os.environ.get("PIP_FIND_LINKS"), str(wheel.parent))))
+    monkeypatch.setenv("PIP_FIND_LINKS", links)  # the Space venv's pip reads PIP_* settings, keeps its others
+    monkeypatch.setenv("PIP_RETRIES", "0")  # the prebuilt-wheel index cannot be reached from here
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(tiny_dir / name, model / name)
+    convert_to_gguf(tiny_dir, model / "tiny-f16.gguf", "f16")
+    settings = SpaceSettings(
+        model_repo="acme/tiny", space_repo="acme/tiny-chat", backend="llamacpp", gguf="f16"
+    )
+    folder = render_space(tmp_path / "space", settings)
+    assert "llama-cpp-python==0.3.36" in (folder / "requirements.txt").read_text().splitlines()
+    env = {
+        "GYM_MODEL": str(model),
+        "GYM_API_KEY": KEY,
+        "HF_HUB_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(cache_root),
+    }
+    space = start_space(folder, free_port(), env, home=tmp_path / "home")
+    try:
+        wait_healthy(space, timeout=600)
+        answer = api_answer(space.url, KEY, "acme/tiny", MESSAGE, max_tokens=12)
+    finally:
+        log = space.stop()
+    assert KEY not in log
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": MESSAGE}], add_generation_prompt=True,
+                                        return_dict=True)["input_ids"]  # fmt: skip
+    full = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    out = full.generate(
+        torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=tokenizer.eos_token_id
+    )
+    assert answer == tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True)
