@@ -123,7 +123,7 @@ def create_space_app(settings_file: str | Path) -> Any:
     ``GYM_MODEL`` overrides the model (tests point it at a local folder); the API key is read from the
     environment variable the settings name (a Space secret), never from the file.
     """
-    from gym.cli.serve_commands import build_serving_app
+    from gym.api.factory import build_serving_app
 
     settings = json.loads(Path(settings_file).read_text(encoding="utf-8"))
     model = os.environ.get("GYM_MODEL") or settings["model"]

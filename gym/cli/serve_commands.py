@@ -108,6 +108,8 @@ def serve(
         except ValueError as error:
             raise _fail(f"--experiences: {error}", 2) from None
         system_prompt, note = render_system_prompt(learned), f", {len(learned)} experiences"
+    from gym.api.factory import build_serving_app
+
     try:
         app = build_serving_app(model, backend, os.environ.get(api_key_env) or None, served_model_name,
                                 max_batch_size=max_batch_size, device=device,
@@ -139,28 +141,6 @@ def _log_config(access_log: bool) -> dict:
     config["loggers"]["uvicorn.error"]["level"] = "WARNING"
     config["loggers"]["uvicorn.access"]["level"] = "INFO" if access_log else "WARNING"
     return config
-
-
-def build_serving_app(model: str, backend: str = "transformers", api_key: str | None = None,
-                      served_model_name: str | None = None, **options):  # fmt: skip
-    """Resolve, load and wrap ``model`` in the OpenAI app: shared by `gym serve` and the Space."""
-    from gym.api.app import create_app
-    from gym.engine.backend import create_backend
-    from gym.engine.loading import resolve_source
-
-    app_options = {
-        key: options.pop(key)
-        for key in ("system_prompt", "tool_parser", "max_request_bytes", "fetch_remote_images", "image_fetch")
-        if key in options
-    }
-    if backend == "llamacpp":  # a GGUF file, not a transformers folder
-        from gym.api.llamacpp_backend import resolve_gguf_source
-
-        source = resolve_gguf_source(model, served_model_name)
-    else:
-        source = resolve_source(model, served_model_name)
-    engine = create_backend(backend, source, **{k: v for k, v in options.items() if v is not None})
-    return create_app(engine, api_key=api_key, **app_options)
 
 
 def export(

@@ -163,7 +163,7 @@ def open_local(model: str, timeout: float) -> tuple[Any, str, Any]:
     import httpx
     from openai import AsyncOpenAI
 
-    from gym.cli.serve_commands import build_serving_app
+    from gym.api.factory import build_serving_app
 
     app = build_serving_app(model, "transformers")
     transport = httpx.ASGITransport(app=app)
