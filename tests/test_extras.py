@@ -55,7 +55,7 @@ FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/serve_commands.py": ("train", "serve"),
     "gym/export/quantize.py": ("train", "quantize"),  # `gym export --quantize`
     "gym/api/ui.py": ("train", "serve", "space"),  # the Gradio chat page of `gym serve --ui`
-    "gym/api/llamacpp_backend.py": ("train", "serve", "gguf"),  # `gym serve --backend llamacpp`
+    "gym/engine/llamacpp_backend.py": ("train", "serve", "gguf"),  # `gym serve --backend llamacpp`
 }
 # GPU serving engines the user installs for `--backend vllm|sglang`; the backend checks for them and
 # says how to install them. Gym does not pin them: each pins its own torch/CUDA build.

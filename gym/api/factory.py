@@ -22,7 +22,7 @@ def build_serving_app(model: str, backend: str = "transformers", api_key: str | 
 
     app_options = {key: options.pop(key) for key in APP_OPTIONS if key in options}
     if backend == "llamacpp":  # a GGUF file, not a transformers folder
-        from gym.api.llamacpp_backend import resolve_gguf_source
+        from gym.engine.llamacpp_backend import resolve_gguf_source
 
         source = resolve_gguf_source(model, served_model_name)
     else:

@@ -172,7 +172,7 @@ def _register_defaults() -> None:
         return SGLangBackend.from_source(source, **options)
 
     def llamacpp(source: Any, **options: Any) -> Backend:
-        from gym.api.llamacpp_backend import LlamaCppBackend
+        from gym.engine.llamacpp_backend import LlamaCppBackend
 
         return LlamaCppBackend.from_source(source, **options)
 
