@@ -26,6 +26,9 @@ class TrainContext:
     data: PreparedData
     checkpoint_dir: Path
     callbacks: list[Any] = field(default_factory=list)
+    # model name -> the OpenAI app serving it in process; handed down by the command that trains
+    # (training-free GRPO's policy when train.grpo.api_base is unset); the serving layer sits above train/
+    serve_local: Callable[[str], Any] | None = None
     _model: Any = None
 
     @property

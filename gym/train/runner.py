@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,8 +138,11 @@ def check_trackers(config: GymConfig) -> None:
             )
 
 
-def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResult:
+def run_training(config: GymConfig, *, show_progress: bool = True,
+                 serve_local: Callable[[str], Any] | None = None) -> TrainResult:  # fmt: skip
     """Train ``config`` to completion (resuming when a complete checkpoint exists) and save everything.
+
+    ``serve_local``: a model name to an app serving it in process (:class:`gym.train.registry.TrainContext`).
 
     A rerun of a finished run changes nothing and returns its recorded result (``already_trained``);
     resume always ends at exactly the planned step (see :mod:`gym.train.resume`).
@@ -209,6 +213,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True) -> TrainResul
         data,
         checkpoint_dir,
         [FiniteGuard(config.train.learning_rate), CompleteCheckpoints(fingerprint), progress],
+        serve_local=serve_local,
     )
     trainer = as_gym_trainer(builder(context))
     strategy_note = cpu_ranks_setup(config, getattr(trainer, "accelerator", None))

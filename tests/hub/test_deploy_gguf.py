@@ -138,3 +138,19 @@ def test_cpu_space_deploy_checks_and_measures_the_gguf_in_the_overlay(lora_dir: 
     assert any(line.startswith(shown) for line in out), out
     card = files["README.md"].decode()
     assert f"| {quality['agreement']:.1%} |" in card and f"{quality['perplexity_gguf']:.3f}" in card
+
+
+def test_a_gguf_format_the_model_cannot_take_is_one_sentence(cache_root: Path, tmp_path: Path) -> None:
+    model = tmp_path / "output" / "tiny-lora"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    config = _cpu_config(tmp_path, "gguf-q4_k_m")
+    done = subprocess.run([sys.executable, str(SERVE_MAIN), "deploy", str(config), "--dry-run"], cwd=REPO,
+                          env=server_env(cache_root, COLUMNS="400"), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        'error: space.cpu_format = "gguf-q4_k_m" cannot be served: GGUF export supports Llama, Mistral and Qwen2 '
+        'models; tiny-lora is GPT2LMHeadModel; set it to "transformers"'
+    )
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]  # nothing written beside the model
