@@ -125,8 +125,9 @@ def validate(
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
     loaded, config, _ = load_config_or_exit(args)
     from gym.data.vision_check import text_model_with_images
+    from gym.model.vision import model_vision
 
-    refusal = text_model_with_images(loaded)
+    refusal = text_model_with_images(loaded, model_vision(loaded))
     if refusal is not None:
         raise fail(refusal)
     if quiet:

@@ -18,11 +18,15 @@ def _prepare(
     from gym.data.prepare import prepare_data
     from gym.data.report import DataError
     from gym.model.loading import ModelError, load_tokenizer
+    from gym.model.vision import model_vision
 
     try:
         with console.status("loading the tokenizer"):
             tokenizer = load_tokenizer(config)
-        return prepare_data(config, tokenizer, use_cache=use_cache, check=check), tokenizer, config
+        prepared = prepare_data(
+            config, tokenizer, use_cache=use_cache, check=check, vision=model_vision(config)
+        )
+        return prepared, tokenizer, config
     except (DataError, ModelError) as error:
         raise fail(str(error)) from None
 

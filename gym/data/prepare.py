@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
     from gym.config import GymConfig
+    from gym.data.vision_model import ImageTokens, VisionModel
 
 PARALLEL_FROM_ROWS = 2000  # below this, starting worker processes costs more than it saves
 SHARD_ROWS = 1024  # rows per task sent to a worker process
@@ -247,38 +248,38 @@ def _tokenize(examples: list[Any], tokenizer: Any, settings: TokenizeSettings, n
             )
 
 
-def _vision_processor(config: GymConfig, tokenizer: Any) -> Any:
+def _vision_tokens(config: GymConfig, tokenizer: Any, vision: VisionModel | None) -> ImageTokens | None:
     """The processor of a vision-language base (its image token counts decide the rows), else None."""
-    if config.train.method == "pt":
+    if config.train.method == "pt" or vision is None:
         return None
-    from gym.model.vision import is_vision_source, load_processor
-
-    return load_processor(config, tokenizer) if is_vision_source(config) else None
+    return vision.tokens(tokenizer) if vision.known() else None
 
 
 def _vision_examples(
-    examples: list[Any], reports: dict[str, DataReport], config: GymConfig, processor: Any, tokenizer: Any
-) -> Any:
+    examples: list[Any],
+    reports: dict[str, DataReport],
+    config: GymConfig,
+    tokens: ImageTokens | None,
+    tokenizer: Any,
+    vision: VisionModel | None,
+) -> ImageTokens | None:
     """Image rows: refused on a text-only model; their markers become the model's own placeholder."""
     from gym.data.vision import refuse_text_only, use_placeholder
-    from gym.model.vision import image_placeholder, is_vision_model, load_processor
 
-    if processor is None and any(e.images for e in examples) and is_vision_model(config):
-        processor = load_processor(config, tokenizer)  # a Hub model not cached when the key was made
-    if processor is None:
+    if tokens is None and vision is not None and any(e.images for e in examples) and vision.confirmed():
+        tokens = vision.tokens(tokenizer)  # a Hub model not cached when the key was made
+    if tokens is None:
         refuse_text_only(examples, reports, config.model.name_or_path)
     else:
-        use_placeholder(examples, image_placeholder(processor, tokenizer))
-    return processor
+        use_placeholder(examples, tokens.placeholder())
+    return tokens
 
 
-def _vision_settings(processor: Any, tokenizer: Any) -> dict[str, Any]:
+def _vision_settings(tokens: ImageTokens | None) -> dict[str, Any]:
     """What `gym data preview` needs to describe image rows (the image token and its id)."""
-    if processor is None:
+    if tokens is None:
         return {}
-    from gym.model.vision import image_token, image_token_id
-
-    return {"image_token": image_token(processor), "image_token_id": image_token_id(processor, tokenizer)}
+    return {"image_token": tokens.image_token(), "image_token_id": tokens.image_token_id()}
 
 
 def prepare_data(
@@ -288,11 +289,14 @@ def prepare_data(
     num_proc: int | None = None,
     use_cache: bool = True,
     check: bool = True,
+    vision: VisionModel | None = None,
 ) -> PreparedData:
     """Load, convert, template, tokenize and mask every dataset of ``config`` (cached).
 
     ``check``: raise DataError when a dataset has more bad or skipped rows than its thresholds allow
     (what training needs); `gym data preview` passes False to show such data and say so instead.
+    ``vision``: the model layer's answer for image rows (``gym.model.vision.model_vision(config)``);
+    without it image rows are refused as headed for a text-only model.
     """
     if config.train.method == "pt":  # plain text: no chat template involved
         template, end_of_turn = "", ""
@@ -307,11 +311,9 @@ def prepare_data(
         reserve=config.train.completion_tokens if config.train.method in PROMPT_METHODS else 0,
     )
     parts = _key_parts(config, tokenizer, settings)
-    processor = _vision_processor(config, tokenizer)
-    if processor is not None:
-        from gym.model.vision import processor_fingerprint
-
-        parts["vision"] = processor_fingerprint(processor)
+    tokens = _vision_tokens(config, tokenizer, vision)
+    if tokens is not None:
+        parts["vision"] = tokens.fingerprint()
     folder = cache_root() / cache_key(parts)
     if use_cache and (folder / DONE).is_file():
         return checked(_load_cached(folder), config, check)
@@ -322,7 +324,7 @@ def prepare_data(
     for dataset in config.datasets:
         examples, report = load_examples(dataset, config.base_dir)
         reports[str(dataset.name)] = report
-        processor = _vision_examples(examples, reports, config, processor, tokenizer)
+        tokens = _vision_examples(examples, reports, config, tokens, tokenizer, vision)
         train_part, eval_part = split_eval(examples, dataset.eval_fraction, config.train.seed)
         train_examples.extend(train_part)
         eval_examples.extend(eval_part)
@@ -332,11 +334,11 @@ def prepare_data(
     def tokenized(examples: list[Any], split: str) -> tuple[Dataset, int, dict[str, list[int]]]:
         fingerprint = f"{folder.name}-{split}"
         rows = _tokenize(examples, tokenizer, settings, workers)
-        if processor is not None:
+        if tokens is not None:
             from gym.data.vision import expand_images
 
             dataset = to_dataset(rows, fingerprint + "-text") if isinstance(rows, dict) else rows
-            rows = expand_images(dataset, processor, tokenizer, settings.max_length)
+            rows = expand_images(dataset, tokens, settings.max_length)
         return kept_rows(rows, reports, fingerprint)
 
     train, truncated, lengths = tokenized(train_examples, "train")
@@ -355,7 +357,7 @@ def prepare_data(
     meta = {
         "reports": [asdict(r) for r in reports.values()],
         "stats": asdict(stats),
-        "settings": {**asdict(settings), **_vision_settings(processor, tokenizer)},
+        "settings": {**asdict(settings), **_vision_settings(tokens)},
     }
 
     def fill(staging: Path) -> None:

@@ -19,10 +19,13 @@ import binascii
 import hashlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gym.data.report import BadRow
 from gym.files import gym_cache_home
+
+if TYPE_CHECKING:
+    from gym.data.vision_model import ImageTokens
 
 MARKER = "<image>"
 MAX_PIXELS = 64_000_000  # larger images are refused as "image too large" (PIL's bomb limit is ~89M)
@@ -178,13 +181,12 @@ def expand_row(
 
 
 def expand_batch(
-    batch: dict[str, list[Any]], *, processor: Any, image_id: int, max_length: int
+    batch: dict[str, list[Any]], *, tokens: ImageTokens, image_id: int, max_length: int
 ) -> dict[str, list[Any]]:
     """``datasets.map(batched=True)`` body: image tokens expanded per image, statuses set for bad rows."""
     from gym.data.tokenize import KEPT, TOO_LONG
-    from gym.model.vision import image_token_counts, max_image_pixels
 
-    limit = max_image_pixels(processor)
+    limit = tokens.max_pixels()
     for position, images in enumerate(batch["images"]):
         if not images or batch["status"][position] not in KEPT:
             continue
@@ -201,7 +203,7 @@ def expand_batch(
                 batch["labels"][position],
                 images,
                 image_id=image_id,
-                counts=image_token_counts(processor, sizes),
+                counts=tokens.token_counts(sizes),
             )
         except BadRow as bad:
             batch["status"][position] = str(bad)
@@ -224,10 +226,8 @@ def has_image_rows(dataset: Any) -> bool:
     return (pc.max(pc.list_value_length(column)).as_py() or 0) > 0
 
 
-def expand_images(dataset: Any, processor: Any, tokenizer: Any, max_length: int) -> Any:
+def expand_images(dataset: Any, tokens: ImageTokens, max_length: int) -> Any:
     """The tokenized rows with every image's tokens in place (see :func:`expand_batch`)."""
-    from gym.model.vision import image_token_id
-
     if not has_image_rows(dataset):
         return dataset
     return dataset.map(
@@ -235,8 +235,8 @@ def expand_images(dataset: Any, processor: Any, tokenizer: Any, max_length: int)
         batched=True,
         batch_size=256,
         fn_kwargs={
-            "processor": processor,
-            "image_id": image_token_id(processor, tokenizer),
+            "tokens": tokens,
+            "image_id": tokens.image_token_id(),
             "max_length": max_length,
         },
         load_from_cache_file=False,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gym.config.root import GymConfig
+    from gym.data.vision_model import VisionModel
 
 
 def row_has_images(row: dict[str, Any], images_column: str) -> bool:
@@ -28,8 +29,8 @@ def row_has_images(row: dict[str, Any], images_column: str) -> bool:
     return False
 
 
-def text_model_with_images(config: GymConfig) -> str | None:
-    """The one-sentence refusal when a dataset has image rows and the model is known to be text-only."""
+def text_model_with_images(config: GymConfig, vision: VisionModel) -> str | None:
+    """The one-sentence refusal when a dataset has image rows and ``vision`` knows the model is text-only."""
     from gym.data.sniff import SniffError, first_record
 
     for index, dataset in enumerate(config.datasets):
@@ -42,9 +43,7 @@ def text_model_with_images(config: GymConfig) -> str | None:
             continue  # unreadable or not sniffable here: preparing the data reports it
         if not row_has_images(row, dataset.columns.get("images", "images")):
             continue
-        from gym.model.vision import is_vision_source
-
-        if is_vision_source(config) is False:
+        if vision.known() is False:
             return (
                 f"datasets.{index} ({dataset.path}) has rows with images but model "
                 f"'{config.model.name_or_path}' is a text-only model; use a vision-language model "

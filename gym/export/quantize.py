@@ -37,8 +37,9 @@ def calibration_rows(
 ) -> list[dict[str, list[int]]]:
     """Up to ``limit`` training rows of ``config`` as ``{"input_ids", "attention_mask"}``."""
     from gym.data.prepare import prepare_data
+    from gym.model.vision import model_vision
 
-    prepared = prepare_data(config, tokenizer)
+    prepared = prepare_data(config, tokenizer, vision=model_vision(config))
     ids = prepared.train["input_ids"][:limit]
     if not ids:
         raise QuantizeError("the run's datasets have no training rows to calibrate the quantizer with")

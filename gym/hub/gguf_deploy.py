@@ -87,8 +87,9 @@ def quality_rows(config: GymConfig | None, tokenizer: Any) -> tuple[list[list[in
     if config is None:
         return builtin_rows(tokenizer, HELD_OUT_ROWS), "rows of Gym's built-in text"
     from gym.data.prepare import prepare_data
+    from gym.model.vision import model_vision
 
-    prepared = prepare_data(config, tokenizer, check=False)
+    prepared = prepare_data(config, tokenizer, check=False, vision=model_vision(config))
     if prepared.eval is not None and len(prepared.eval):
         return [list(r) for r in prepared.eval["input_ids"][:HELD_OUT_ROWS]], "held-out rows of the run"
     rows = prepared.train["input_ids"]

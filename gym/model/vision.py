@@ -12,6 +12,7 @@ makes. The model itself loads through ``AutoModelForImageTextToText``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,3 +178,50 @@ def save_processor(config: GymConfig, tokenizer: Any, folder: Path) -> None:
     """Beside trained vision-language weights, the processor (so the folder loads through AutoProcessor)."""
     if is_vision_source(config):
         load_processor(config, tokenizer).save_pretrained(str(folder))
+
+
+@dataclass
+class ProcessorTokens:
+    """:class:`gym.data.vision_model.ImageTokens` over a loaded processor and Gym's tokenizer."""
+
+    processor: Any
+    tokenizer: Any
+
+    def placeholder(self) -> str:
+        return image_placeholder(self.processor, self.tokenizer)
+
+    def image_token(self) -> str:
+        return image_token(self.processor)
+
+    def image_token_id(self) -> int:
+        return image_token_id(self.processor, self.tokenizer)
+
+    def token_counts(self, sizes: list[tuple[int, int]]) -> list[int]:
+        return image_token_counts(self.processor, sizes)
+
+    def max_pixels(self) -> int | None:
+        return max_image_pixels(self.processor)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return processor_fingerprint(self.processor)
+
+
+@dataclass
+class ConfiguredVision:
+    """:class:`gym.data.vision_model.VisionModel` for the model a gym.toml names."""
+
+    config: GymConfig
+
+    def known(self) -> bool | None:
+        return is_vision_source(self.config)
+
+    def confirmed(self) -> bool:
+        return is_vision_model(self.config)
+
+    def tokens(self, tokenizer: Any) -> ProcessorTokens:
+        return ProcessorTokens(load_processor(self.config, tokenizer), tokenizer)
+
+
+def model_vision(config: GymConfig) -> ConfiguredVision:
+    """What data preparation asks about ``config``'s model when rows carry images."""
+    return ConfiguredVision(config)

@@ -156,6 +156,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     from gym.model.adapters import apply_adapter, trainable_parameters
     from gym.model.cpu_kernels.threads import fixed_threads, header_note, make_tuner
     from gym.model.loading import load_model, load_tokenizer
+    from gym.model.vision import model_vision
     from gym.train.checkpoints import (
         CompleteCheckpoints,
         claim_checkpoint_folder,
@@ -180,7 +181,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
-    data = prepare_data(config, tokenizer)
+    data = prepare_data(config, tokenizer, vision=model_vision(config))
     _note(f"data: {data.summary_line()}")
     not_reproducible = header_note(config)
     if not_reproducible:

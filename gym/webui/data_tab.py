@@ -68,10 +68,11 @@ def preview(workspace: Workspace, text: str, count: int = 3) -> tuple[str, str, 
     from gym.data.preview import preview as render
     from gym.data.report import DataError
     from gym.model.loading import ModelError, load_tokenizer
+    from gym.model.vision import model_vision
 
     try:
         tokenizer = load_tokenizer(config)
-        prepared = prepare_data(config, tokenizer)
+        prepared = prepare_data(config, tokenizer, vision=model_vision(config))
     except (DataError, ModelError) as error:
         return "", f"✗ error: {error}", empty
     html = rich_html(render(prepared, tokenizer, int(count)))

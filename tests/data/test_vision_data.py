@@ -17,6 +17,7 @@ from gym.data.prepare import prepare_data
 from gym.data.report import DataError
 from gym.data.templates import IGNORE_INDEX
 from gym.model.loading import load_tokenizer
+from gym.model.vision import model_vision
 
 pytestmark = pytest.mark.slow
 IMAGE_TOKENS = 16  # builtin:tiny-vl: (32 / 8) ** 2
@@ -63,7 +64,7 @@ def test_mllm_demo_loads_with_its_images_and_masks_answers_only(tmp_path: Path, 
     data = fixtures_dir / "llamafactory-data" / "mllm_demo.json"
     config = _config(tmp_path, str(data))
     tokenizer = load_tokenizer(config)
-    prepared = prepare_data(config, tokenizer)
+    prepared = prepare_data(config, tokenizer, vision=model_vision(config))
     rows = json.loads(data.read_text())
     assert len(prepared.train) == len(rows) == 6
     image_id = _image_id(tokenizer)
@@ -106,7 +107,7 @@ def test_openai_image_parts_and_sharegpt_images_column(tmp_path: Path) -> None:
     (tmp_path / "openai.jsonl").write_text("".join(json.dumps(r) + "\n" for r in openai_rows))
     config = _config(tmp_path, "openai.jsonl")
     tokenizer = load_tokenizer(config)
-    row = prepare_data(config, tokenizer).train[0]
+    row = prepare_data(config, tokenizer, vision=model_vision(config)).train[0]
     assert len(row["images"]) == 2 and row["images"][1].endswith("red.png")
     assert sum(t == _image_id(tokenizer) for t in row["input_ids"]) == 2 * IMAGE_TOKENS
 
@@ -118,7 +119,7 @@ def test_openai_image_parts_and_sharegpt_images_column(tmp_path: Path) -> None:
     ]
     (tmp_path / "sharegpt.json").write_text(json.dumps(sharegpt))
     config = _config(tmp_path, "sharegpt.json", fmt="sharegpt")
-    row = prepare_data(config, tokenizer).train[0]
+    row = prepare_data(config, tokenizer, vision=model_vision(config)).train[0]
     # no <image> marker in the text: the image goes before the first user message
     ids = row["input_ids"]
     first = ids.index(_image_id(tokenizer))
@@ -153,7 +154,7 @@ def test_bad_images_are_counted_with_file_and_row(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(vision, "MAX_PIXELS", 100_000)  # big.png is 120,000 pixels
     _bad_rows_dataset(tmp_path)
     config = _config(tmp_path, "rows.json", extra="max_bad_fraction = 0.5")
-    prepared = prepare_data(config, load_tokenizer(config))
+    prepared = prepare_data(config, load_tokenizer(config), vision=model_vision(config))
     assert len(prepared.train) == 6
     report = prepared.reports[0]
     assert report.bad == {
@@ -173,7 +174,7 @@ def test_bad_images_are_counted_with_file_and_row(tmp_path: Path, monkeypatch: p
 
     strict = _config(tmp_path, "rows.json", extra="max_bad_fraction = 0.1")
     with pytest.raises(DataError) as error:
-        prepare_data(strict, load_tokenizer(strict), use_cache=False)
+        prepare_data(strict, load_tokenizer(strict), use_cache=False, vision=model_vision(strict))
     message = str(error.value)
     assert "4 of 10 rows are bad" in message and "rows.json row" in message
 
@@ -230,3 +231,15 @@ def test_image_rows_are_found_from_the_arrow_column() -> None:
     assert not has_image_rows(Dataset.from_dict({"images": [[], []]}))  # list<null>
     assert not has_image_rows(Dataset.from_dict({"images": [None, None]}))  # null
     assert not has_image_rows(Dataset.from_dict({"images": [["a.png"]]}).select([]))  # no rows
+
+
+def test_image_rows_prepared_without_the_model_layer_are_refused_not_dropped(tmp_path: Path) -> None:
+    """Data never loads a processor itself: a caller that passes no ``vision`` gets the text-only refusal."""
+    (tmp_path / "red.png").write_bytes(_png((255, 0, 0)))
+    rows = [{"messages": [{"role": "user", "content": "<image>Colour?"}, {"role": "assistant", "content": "red"}],
+             "images": ["red.png"]}]  # fmt: skip
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    config = _config(tmp_path, "rows.json")
+    with pytest.raises(DataError, match=r"1 rows have images \(first: row 0\)"):
+        prepare_data(config, load_tokenizer(config), use_cache=False)
+    assert model_vision(config).known() is True  # the model reads images: only the caller left it out

@@ -54,13 +54,13 @@ def test_swapping_the_image_changes_the_loss(tmp_path: Path) -> None:
 
     from gym.data.prepare import prepare_data
     from gym.model.loading import load_model, load_tokenizer
-    from gym.model.vision import load_processor
+    from gym.model.vision import load_processor, model_vision
     from gym.train.vision_collate import VisionCollator
 
     paths = write_colour_dataset(tmp_path / "data", n_train=8, n_test=4)
     config = _config(tmp_path, str(paths["train"]))
     tokenizer = load_tokenizer(config)
-    row = dict(prepare_data(config, tokenizer).train[0])
+    row = dict(prepare_data(config, tokenizer, vision=model_vision(config)).train[0])
     collate = VisionCollator(tokenizer.pad_token_id, load_processor(config, tokenizer))
     model = load_model(config, for_training=False)
     test_rows = [json.loads(line) for line in paths["test"].read_text().splitlines()]
