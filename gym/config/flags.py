@@ -271,7 +271,7 @@ def resolve_dataset(name: str, dataset_dir: str | None) -> dict[str, Any]:
         if name in info:
             return _from_dataset_info(name, info[name], folder)
     if exists:
-        from gym.data.sniff import SniffError, sniff_format
+        from gym.config.sniff import SniffError, sniff_format
 
         try:
             fmt = sniff_format(path)

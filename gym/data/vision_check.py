@@ -31,7 +31,7 @@ def row_has_images(row: dict[str, Any], images_column: str) -> bool:
 
 def text_model_with_images(config: GymConfig, vision: VisionModel) -> str | None:
     """The one-sentence refusal when a dataset has image rows and ``vision`` knows the model is text-only."""
-    from gym.data.sniff import SniffError, first_record
+    from gym.config.sniff import SniffError, first_record
 
     for index, dataset in enumerate(config.datasets):
         if dataset.path is None:
