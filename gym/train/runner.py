@@ -217,7 +217,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
         serve_local=serve_local,
     )
     trainer = as_gym_trainer(builder(context))
-    strategy_note = cpu_ranks_setup(config, getattr(trainer, "accelerator", None))
+    strategy_note = cpu_ranks_setup(config, trainer.accelerator)
     if strategy_note:
         _note(strategy_note)
     mark_checkpoint_folder(checkpoint_dir)
