@@ -36,6 +36,7 @@ def train(
     from gym.quiet import quiet_libraries
 
     quiet_libraries()
+    from gym.api.factory import build_serving_app
     from gym.data.report import DataError
     from gym.model.loading import ModelError
     from gym.train.checkpoints import ResumeError
@@ -44,7 +45,7 @@ def train(
 
     try:
         with sigterm_raises():
-            result = run_training(config, show_progress=not no_progress)
+            result = run_training(config, show_progress=not no_progress, serve_local=build_serving_app)
     except (DataError, ModelError, ResumeError, ValueError) as error:
         raise fail(str(error)) from None
     except RuntimeError as error:

@@ -59,10 +59,11 @@ def write_state(folder: Path, state: dict[str, Any]) -> None:
 
 
 def stage_train(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
+    from gym.api.factory import build_serving_app
     from gym.data.report import summary_text
     from gym.train.runner import run_training
 
-    result = run_training(config)
+    result = run_training(config, serve_local=build_serving_app)
     return StageOutcome(
         "done",
         (

@@ -335,3 +335,37 @@ def test_end_to_end_against_gym_serve_of_builtin_tiny(
         totals["by_role"]["rollout"]["requests"] == 4 and totals["tokens_in"] > 0 and totals["tokens_out"] > 0
     )
     assert results["trainable_parameters"] == 0 and (tmp_path / "out" / "experiences.json").is_file()
+
+
+@pytest.mark.slow
+def test_without_api_base_the_local_model_is_served_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``api_base``: `gym train` hands down `gym serve`'s app factory and the policy runs in process;
+    without one, the run stops with one sentence before anything is written."""
+    from gym.api.factory import build_serving_app
+    from gym.train.runner import run_training
+
+    monkeypatch.setenv("GYM_CACHE_DIR", str(tmp_path / "cache"))
+    config = write_config(
+        tmp_path, "http://127.0.0.1:9/v1", extra="max_steps = 1\nbatch_size = 1"
+    ).model_copy(deep=True)
+    config.train.grpo.api_base = None
+    config.train.grpo.group_size, config.train.grpo.max_completion_length = 2, 8
+    with pytest.raises(ValueError) as refused:
+        run_training(config, show_progress=False)
+    assert str(refused.value) == (
+        "train.grpo.api_base is not set and nothing serves the local model in process: run `gym train`, "
+        "or set train.grpo.api_base"
+    )
+    assert not (tmp_path / "experiences").exists()
+    served: list[str] = []
+
+    def serve_local(model: str) -> Any:
+        served.append(model)
+        return build_serving_app(model)
+
+    result = run_training(config, show_progress=False, serve_local=serve_local)
+    assert served == ["builtin:tiny"] and result.steps == 1
+    totals = json.loads((tmp_path / "out" / "train_results.json").read_text())["training_free"]["totals"]
+    assert totals["by_role"]["rollout"]["requests"] == 2 and totals["tokens_out"] > 0

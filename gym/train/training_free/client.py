@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -154,18 +155,22 @@ def open_endpoint(api_base: str, api_key: str | None, timeout: float) -> Any:
     return AsyncOpenAI(base_url=api_base, api_key=api_key or "EMPTY", max_retries=0, timeout=timeout)
 
 
-def open_local(model: str, timeout: float) -> tuple[Any, str, Any]:
+def open_local(model: str, timeout: float, serve_local: Callable[[str], Any] | None) -> tuple[Any, str, Any]:
     """The local model behind Gym's own OpenAI app, called in process (no port): client, model id, closer.
 
-    Reusing `gym serve`'s app means rollouts get its continuous batching and chat template, and the
-    learner calls go through exactly the code a served model would.
+    ``serve_local`` is `gym serve`'s app factory (:func:`gym.api.factory.build_serving_app`), handed down
+    by the command that trains: rollouts get its continuous batching and chat template, and the learner
+    calls go through exactly the code a served model would.
     """
+    if serve_local is None:
+        raise ValueError(
+            "train.grpo.api_base is not set and nothing serves the local model in process: run `gym train`, "
+            "or set train.grpo.api_base"
+        )
     import httpx
     from openai import AsyncOpenAI
 
-    from gym.api.factory import build_serving_app
-
-    app = build_serving_app(model, "transformers")
+    app = serve_local(model)
     transport = httpx.ASGITransport(app=app)
     http = httpx.AsyncClient(transport=transport, base_url="http://gym.local/v1", timeout=timeout)
     client = AsyncOpenAI(base_url="http://gym.local/v1", api_key="local", max_retries=0, http_client=http)

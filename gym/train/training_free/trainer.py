@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -52,9 +53,11 @@ def api_key(config: GymConfig, key: str = "api_key_env") -> str | None:
 
 
 async def run_loop(config: GymConfig, rows: list[dict[str, Any]], options: LoopOptions, *,
-                   backoff: float = 1.0, timeout: float | None = None) -> LoopResult:  # fmt: skip
-    """One run over ``rows`` against ``train.grpo.api_base`` (or the local model in process), the learner
-    against ``learner_api_base`` when it is set. ``timeout`` overrides ``train.grpo.request_timeout``."""
+                   backoff: float = 1.0, timeout: float | None = None,
+                   serve_local: Callable[[str], Any] | None = None) -> LoopResult:  # fmt: skip
+    """One run over ``rows`` against ``train.grpo.api_base`` (or the local model in process, in the app
+    ``serve_local`` builds), the learner against ``learner_api_base`` when it is set. ``timeout``
+    overrides ``train.grpo.request_timeout``."""
     from gym.train.methods.grpo import reward_functions
     from gym.train.training_free.client import PolicyClient, open_endpoint, open_local, served_model
 
@@ -67,7 +70,7 @@ async def run_loop(config: GymConfig, rows: list[dict[str, Any]], options: LoopO
         model, closer = await served_model(raw, config.model.name_or_path), None
     else:
         secret = None
-        raw, model, closer = open_local(config.model.name_or_path, timeout)
+        raw, model, closer = open_local(config.model.name_or_path, timeout, serve_local)
     client = PolicyClient(
         raw, model, concurrency=grpo.concurrency, backoff=backoff, secret=secret, closer=closer
     )
@@ -136,8 +139,10 @@ class _OneProcess:
 class TrainingFreeTrainer(GymTrainer):
     """The frozen model's experience library, learned by :class:`TrainingFreeLoop`."""
 
-    def __init__(self, config: GymConfig, rows: list[dict[str, Any]], show_progress: bool) -> None:
+    def __init__(self, config: GymConfig, rows: list[dict[str, Any]], show_progress: bool,
+                 serve_local: Callable[[str], Any] | None = None) -> None:  # fmt: skip
         self.config, self.rows, self.show_progress = config, rows, show_progress
+        self.serve_local = serve_local
         self.state = SimpleNamespace(global_step=0, log_history=[])
         self.accelerator = _OneProcess()
         self.result: LoopResult | None = None
@@ -169,7 +174,7 @@ class TrainingFreeTrainer(GymTrainer):
     def train(self, resume_from_checkpoint: str | None = None) -> LoopResult:
         """Run (or continue: the library folder's newest step decides, not ``resume_from_checkpoint``)."""
         options = options_for(self.config, self.show_progress)
-        self.result = asyncio.run(run_loop(self.config, self.rows, options))
+        self.result = asyncio.run(run_loop(self.config, self.rows, options, serve_local=self.serve_local))
         self.state.global_step = self.result.library.step
         return self.result
 
@@ -214,4 +219,4 @@ def prompt_list(rows: Any) -> list[dict[str, Any]]:
 
 def build_training_free(ctx: TrainContext) -> TrainingFreeTrainer:
     show = any(getattr(callback, "show", False) for callback in ctx.callbacks)
-    return TrainingFreeTrainer(ctx.config, prompt_list(ctx.data.train), show)
+    return TrainingFreeTrainer(ctx.config, prompt_list(ctx.data.train), show, ctx.serve_local)
