@@ -8,66 +8,32 @@ masked out, and positions come from the mask, so each row computes exactly what 
 Rows of finished sequences are dropped and all-padding columns on the left trimmed, so the cache
 never grows beyond the live sequences.
 
-Full-attention layers keep their KV in :class:`GrowingLayer` buffers with spare columns, so a
-decode step writes one column in place instead of concatenating (copying) the whole cache; the
-attention mask is kept the same way. Prefill asks the model for the last position's logits only.
+Full-attention layers keep their KV in growing buffers with spare columns, so a decode step writes one
+column in place instead of concatenating (copying) the whole cache; the attention mask is kept the
+same way. Prefill asks the model for the last position's logits only. Every touch of transformers'
+cache classes goes through :mod:`gym.engine.cache_compat`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from gym.engine.attention import NAME as ATTENTION_NAME
 from gym.engine.attention import shared_prefix
+from gym.engine.cache_compat import (
+    cache_from_kv,
+    growing_layer_class,
+    growing_layers_supported,
+    is_plain_layer,
+    replace_kv,
+)
 from gym.engine.prefixcache import PrefixCache, PrefixEntry, common_prefix
 from gym.engine.sequence import Sequence
 
 _ROOM = 64  # spare columns reserved whenever a buffer is (re)built: one rebuild per 64 decode steps
-
-
-def _growing_layer_class() -> type:
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        """A full-attention layer's KV in a buffer with spare room along the sequence axis."""
-
-        def set(self, keys: Any, values: Any) -> None:
-            import torch
-
-            batch, heads, length, dim = keys.shape
-            shape = (batch, heads, length + _ROOM, dim)
-            self._k = torch.empty(shape, dtype=keys.dtype, device=keys.device)
-            self._v = torch.empty(shape, dtype=values.dtype, device=values.device)
-            self._k[:, :, :length] = keys
-            self._v[:, :, :length] = values
-            self.length = length
-            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self.keys, self.values = self._k[:, :, :length], self._v[:, :, :length]
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            new = key_states.shape[-2]
-            if self.length + new > self._k.shape[-2]:
-                self.set(self.keys, self.values)
-            self._k[:, :, self.length : self.length + new] = key_states
-            self._v[:, :, self.length : self.length + new] = value_states
-            self.length += new
-            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
-            return self.keys, self.values
-
-    return GrowingLayer
-
-
-def _replace_kv(layer: Any, keys: Any, values: Any) -> None:
-    """Make ``keys``/``values`` a cache layer's contents: a growing buffer copies them into fresh room,
-    any other layer takes the tensors as they are."""
-    if hasattr(layer, "set"):  # GrowingLayer (transformers' own layers have no ``set``)
-        layer.set(keys, values)
-    else:
-        layer.keys, layer.values = keys, values
 
 
 def _by_length(
@@ -103,30 +69,13 @@ def _prepend(cache: Any, mask: Any, prefix: PrefixEntry) -> Any:
     for layer, keys, values in zip(cache.layers, prefix.keys, prefix.values, strict=True):
         new_keys = torch.cat([keys.expand(rows, -1, -1, -1), layer.keys], dim=2)
         new_values = torch.cat([values.expand(rows, -1, -1, -1), layer.values], dim=2)
-        _replace_kv(layer, new_keys, new_values)
+        replace_kv(layer, new_keys, new_values)
     ones = torch.ones((rows, len(prefix.tokens)), dtype=mask.dtype, device=mask.device)
     return torch.cat([ones, mask], dim=-1)
 
 
-def growing_layers_supported() -> bool:
-    """:class:`GrowingLayer` subclasses transformers' ``DynamicLayer``: only on the versions it was tested on;
-    elsewhere the cache keeps transformers' own layers (one note in the log)."""
-    from gym.model.device import hook_note
-
-    note = hook_note("growing_kv_layer")
-    if note is not None and not _NOTED:
-        _NOTED.append(note)
-        logging.getLogger(__name__).warning(note)
-    return note is None
-
-
-_NOTED: list[str] = []
-
-
 class RunningBatch:
     def __init__(self, model: Any, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
-        from transformers.cache_utils import DynamicLayer
-
         self.model, self.pad_id = model, pad_id
         self.device = next(model.parameters()).device
         self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache(budget_bytes=0)
@@ -135,8 +84,7 @@ class RunningBatch:
         self.cache: Any = None
         self._mask: Any = None  # (batch, width + room) long; columns past ``width`` are spare
         self.width = 0
-        self._dynamic = DynamicLayer
-        self._growing = _growing_layer_class()
+        self._growing = growing_layer_class(_ROOM)
         self._grow = growing_layers_supported()
         self._plain_model: bool | None = None
         self._last_only = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -251,21 +199,17 @@ class RunningBatch:
             mask = mask[:, shared:]
             context = shared_prefix(prefix.keys, prefix.values)
         elif entry is not None:
-            from transformers import DynamicCache
-
             rows = len(seqs)
-            kwargs["past_key_values"] = DynamicCache(
-                ddp_cache_data=[
-                    (k[:, :, :shared].expand(rows, -1, -1, -1), v[:, :, :shared].expand(rows, -1, -1, -1))
-                    for k, v in zip(entry.keys, entry.values, strict=True)
-                ]
+            kwargs["past_key_values"] = cache_from_kv(
+                (k[:, :, :shared].expand(rows, -1, -1, -1), v[:, :, :shared].expand(rows, -1, -1, -1))
+                for k, v in zip(entry.keys, entry.values, strict=True)
             )
         with context:
             out = self.model(
                 input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs
             )
         if self._plain_model is None:  # prefix reuse only for models made of full-attention layers
-            self._plain_model = all(type(layer) is self._dynamic for layer in out.past_key_values.layers)
+            self._plain_model = all(is_plain_layer(layer) for layer in out.past_key_values.layers)
         return out.past_key_values, mask, out.logits[:, -1, :], prefix
 
     def _remember(self, seqs: list[Sequence], cache: Any, mask: Any, prefix: Any) -> None:
@@ -294,7 +238,7 @@ class RunningBatch:
         if any(tuple(seq.prompt_ids[:size]) != prefix.tokens for seq in self.seqs):
             return False
         for layer in self.cache.layers:
-            _replace_kv(layer, layer.keys[:, :, size:], layer.values[:, :, size:])
+            replace_kv(layer, layer.keys[:, :, size:], layer.values[:, :, size:])
         self._set_mask(self.mask[:, size:])
         self.shared = prefix
         return True
@@ -307,7 +251,7 @@ class RunningBatch:
     def _adopt(self, cache: Any) -> None:
         """Move plain full-attention layers into growing buffers (others keep their own update)."""
         for index, layer in enumerate(cache.layers):
-            if self._grow and type(layer) is self._dynamic:
+            if self._grow and is_plain_layer(layer):
                 growing = self._growing()
                 growing.set(layer.keys, layer.values)
                 cache.layers[index] = growing
@@ -356,7 +300,7 @@ class RunningBatch:
         first = int(mask.any(dim=0).long().argmax())
         self._set_mask(mask[:, first:])
         for layer in self.cache.layers:
-            _replace_kv(layer, layer.keys[index, :, first:, :], layer.values[index, :, first:, :])
+            replace_kv(layer, layer.keys[index, :, first:, :], layer.values[index, :, first:, :])
 
     def _splice(self, cache: Any, mask: Any) -> None:
         import torch

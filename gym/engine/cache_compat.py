@@ -1,0 +1,90 @@
+"""The engine's one door into transformers' KV-cache classes (``transformers.cache_utils``).
+
+The running batch (:mod:`gym.engine.kvbatch`) edits caches row by row: it builds a ``DynamicCache`` from
+tensors it kept, tells plain full-attention layers (``DynamicLayer``) from the others, and swaps those
+for :class:`GrowingLayer`, a ``DynamicLayer`` subclass with spare columns. These are internals that move
+between transformers releases, so they live here and nowhere else in Gym.
+
+Tested on transformers 5.17 (``growing_kv_layer`` in :data:`gym.model.device.HOOK_RANGES`: >=5.17,<5.18).
+Elsewhere the subclass stays off and the cache keeps transformers' own layers (one note in the log);
+the rest relies on the layer API every supported release has (``cache.layers[i].keys``/``.values``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+HOOK = "growing_kv_layer"
+_NOTED: list[str] = []
+
+
+def growing_layers_supported() -> bool:
+    """Whether :class:`GrowingLayer` may replace ``DynamicLayer`` on the installed transformers."""
+    from gym.model.device import hook_note
+
+    note = hook_note(HOOK)
+    if note is not None and not _NOTED:
+        _NOTED.append(note)
+        logging.getLogger(__name__).warning(note)
+    return note is None
+
+
+def is_plain_layer(layer: Any) -> bool:
+    """A full-attention layer of transformers' own (no sliding window, no quantization, not ours)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return type(layer) is DynamicLayer
+
+
+def cache_from_kv(pairs: Iterable[tuple[Any, Any]]) -> Any:
+    """A ``DynamicCache`` holding ``(keys, values)`` per layer, as a model's ``past_key_values``."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=list(pairs))
+
+
+def replace_kv(layer: Any, keys: Any, values: Any) -> None:
+    """Make ``keys``/``values`` a cache layer's contents: a growing buffer copies them into fresh room,
+    any other layer takes the tensors as they are."""
+    if hasattr(layer, "set"):  # GrowingLayer (transformers' own layers have no ``set``)
+        layer.set(keys, values)
+    else:
+        layer.keys, layer.values = keys, values
+
+
+@functools.cache
+def growing_layer_class(room: int) -> type:
+    """:class:`GrowingLayer` for buffers rebuilt with ``room`` spare columns (built on first use, so
+    importing this module never imports transformers)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        """A full-attention layer's KV in a buffer with spare room along the sequence axis."""
+
+        def set(self, keys: Any, values: Any) -> None:
+            import torch
+
+            batch, heads, length, dim = keys.shape
+            shape = (batch, heads, length + room, dim)
+            self._k = torch.empty(shape, dtype=keys.dtype, device=keys.device)
+            self._v = torch.empty(shape, dtype=values.dtype, device=values.device)
+            self._k[:, :, :length] = keys
+            self._v[:, :, :length] = values
+            self.length = length
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            self.keys, self.values = self._k[:, :, :length], self._v[:, :, :length]
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            new = key_states.shape[-2]
+            if self.length + new > self._k.shape[-2]:
+                self.set(self.keys, self.values)
+            self._k[:, :, self.length : self.length + new] = key_states
+            self._v[:, :, self.length : self.length + new] = value_states
+            self.length += new
+            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
+            return self.keys, self.values
+
+    return GrowingLayer
