@@ -2,7 +2,7 @@
 
 The policy (:func:`action.policy.decide`) says whether this run may launch at all: a maintainer's
 label applied to the head commit this run is about. Per config, the action's own sticky comment says
-what that config already has (:class:`action.sticky.RunState`), and this module decides:
+what that config already has (:class:`gym.launch.report.sticky.RunState`), and this module decides:
 
 - the same commit already has a job (a re-run of the workflow) → no second launch; the comment
   reports that job;
@@ -19,9 +19,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from action.launchers import JobControl
-from action.outcome import ConfigOutcome
 from action.policy import Decision
-from action.sticky import RunState
+from gym.launch.report.outcome import ConfigOutcome
+from gym.launch.report.sticky import RunState
 from gym.launch.task import LaunchError
 
 

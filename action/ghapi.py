@@ -2,7 +2,7 @@
 
 Calls: get the repository, get the pull request (fork or not), list its files and labels, compare
 the commits of a push, and list / create / edit issue comments for the one sticky comment per
-config (see :mod:`action.sticky`: marker at the start *and* the token's own author), read who
+config (see :mod:`gym.launch.report.sticky`: marker at the start *and* the token's own author), read who
 applied the launch label last and with which role, and remove the label once its approval is used.
 """
 
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from action.changes import ChangedFile
 from action.context import ZERO_SHA, Context
 from action.policy import KNOWN_ROLES, LAUNCH_ROLES, Approval, PullFacts
-from action.sticky import Sticky, StickyResult, find_sticky, own_login, write_sticky
+from gym.launch.report.sticky import Sticky, StickyResult, find_sticky, own_login, write_sticky
 
 if TYPE_CHECKING:
     from github.PullRequest import PullRequest
@@ -72,7 +72,7 @@ class GitHubAPI:
 
     @property
     def own_login(self) -> str:
-        """Who comments written with this token are by (see :func:`action.sticky.own_login`)."""
+        """Who comments written with this token are by (see :func:`gym.launch.report.sticky.own_login`)."""
         if self._own is None:
             self._own = self._author or own_login(self._github)
         return self._own

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from action.outcome import LaunchOutcome
+from gym.launch.report.outcome import LaunchOutcome
 
 if TYPE_CHECKING:
-    from action.sticky import RunState
     from gym.config import GymConfig
+    from gym.launch.report.job import ReportTarget
+    from gym.launch.report.sticky import RunState
 
 
 @dataclass
@@ -85,10 +86,30 @@ def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
                          results=results)  # fmt: skip
 
 
-def _report_target(request: LaunchRequest):
-    """With ``wait: false`` and a ``GYM_REPORT_TOKEN``, the job reports back itself (action/report.py)."""
-    from action.report import report_target
+def report_target(env: Mapping[str, str], config_relative: str) -> ReportTarget | None:
+    """Where the job should report, when the workflow gave it a report token (see gym/launch/report/job.py)."""
+    from gym.launch.report.job import TOKEN_ENV, ReportTarget
 
+    if not env.get(TOKEN_ENV):
+        return None
+    from action.context import Context
+
+    context = Context.from_env(env)
+    pull = context.pull_request
+    sha = str(
+        (pull or {}).get("head", {}).get("sha") or context.event.get("after") or context.extra.get("sha")
+    )
+    from gym.launch.report.sticky import ACTIONS_BOT
+
+    return ReportTarget(
+        api_url=context.api_url, repository=context.repository, sha=sha, config=config_relative,
+        pull=context.pull_number, run_url=context.run_url,
+        author=context.inputs.comment_author or ACTIONS_BOT,
+    )  # fmt: skip
+
+
+def _report_target(request: LaunchRequest) -> ReportTarget | None:
+    """With ``wait: false`` and a ``GYM_REPORT_TOKEN``, the job reports back itself (gym/launch/report/job.py)."""
     workspace = Path(request.env.get("GITHUB_WORKSPACE", "") or ".").resolve()
     try:
         relative = request.config_path.resolve().relative_to(workspace).as_posix()

@@ -21,12 +21,12 @@ from action.approval import ConfigStep, launched_state, refresh, step_for_config
 from action.changes import ChangedFile, configs_in_workspace, select_configs
 from action.context import ActionError, Context, is_secret_name, public_env
 from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
-from action.outcome import ConfigOutcome, LaunchOutcome
 from action.outputs import Redactor, annotation, write_outputs, write_summary
 from action.policy import Decision, decide
-from action.render import marker, render
 from action.run import process_config
-from action.sticky import Sticky
+from gym.launch.report.outcome import ConfigOutcome, LaunchOutcome
+from gym.launch.report.render import marker, render
+from gym.launch.report.sticky import Sticky
 
 if TYPE_CHECKING:
     from action.ghapi import GitHubAPI
@@ -175,7 +175,7 @@ def _impostor_line(sticky: Sticky, own: str) -> str:
 
 def _gate_status(context: Context, api: GitHubAPI, redactor: Redactor, outcome: ConfigOutcome) -> None:
     """A run with promotion gates sets the commit status ``gym / <config>``: success only when every gate holds."""
-    from action.report import STATUS_CONTEXT, gate_status
+    from gym.launch.report.job import STATUS_CONTEXT, gate_status
 
     status = gate_status(outcome.launch.results if outcome.launch is not None else None)
     sha = _head_sha(context)

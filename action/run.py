@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from action.changes import workspace_path
 from action.context import ActionError
 from action.launchers import Launcher, LaunchRequest
-from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation
 from action.policy import Decision
 from action.pricing import estimate
+from gym.launch.report.outcome import ConfigOutcome, LaunchOutcome, PlanView
 
 if TYPE_CHECKING:
     from gym.config import ConfigError, ConfigIssue, GymConfig

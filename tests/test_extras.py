@@ -54,6 +54,8 @@ FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/model_commands.py": ("train",),
     "gym/cli/serve_commands.py": ("train", "serve"),
     "gym/export/quantize.py": ("train", "quantize"),  # `gym export --quantize`
+    "gym/launch/report/job.py": ("cloud", "action"),  # the job's report-back: PyGithub
+    "gym/launch/report/sticky.py": ("cloud", "action"),  # the sticky comment, shared with the Action
     "gym/api/ui.py": ("train", "serve", "space"),  # the Gradio chat page of `gym serve --ui`
     "gym/engine/llamacpp_backend.py": ("train", "serve", "gguf"),  # `gym serve --backend llamacpp`
 }

@@ -100,7 +100,7 @@ def launch_cloud(
     """Launch ``config`` on the cloud through SkyPilot (or, with ``dryrun``, print the checked task).
 
     ``flags`` are the command-line overrides already applied to ``config``; the remote `gym launch`
-    receives them too. ``report_to`` (a :class:`action.report.ReportTarget` as JSON) makes the job
+    receives them too. ``report_to`` (a :class:`gym.launch.report.job.ReportTarget` as JSON) makes the job
     report back to its pull request itself, with ``$GYM_REPORT_TOKEN`` passed as a secret. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
     """
     extras = "train,eval,action" if report_to else "train,eval"  # action: PyGithub, for the report-back

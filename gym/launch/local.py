@@ -193,7 +193,7 @@ def run_local(
     """Run every stage in order, skipping those already done for this exact config (unless ``force``).
 
     On a rank other than 0 only the training stage runs (with the others), and no state is written.
-    A cloud job launched with report-back (``GYM_REPORT_TO``, see :mod:`action.report`) reports its
+    A cloud job launched with report-back (``GYM_REPORT_TO``, see :mod:`gym.launch.report.job`) reports its
     start, its eval table or its failure to the pull request from rank 0.
     """
     check_push_token(config)
@@ -201,7 +201,7 @@ def run_local(
     reporting = main and bool(os.environ.get("GYM_REPORT_TO"))
     job = f"SkyPilot job `gym-{config.project.name}`"
     if reporting:
-        from action.report import report_started
+        from gym.launch.report.job import report_started
 
         report_started(job, echo=echo)
     try:
@@ -214,8 +214,8 @@ def run_local(
         if gated:
             emit_results(config.output_path, echo)
         if reporting:
-            from action.report import report_finished
             from gym.failures import first_line
+            from gym.launch.report.job import report_finished
 
             results = run_results(config.output_path) if gated else None
             report_finished(job=job, results=results, error=first_line(error), echo=echo)
@@ -227,7 +227,7 @@ def run_local(
     folder = config.output_path
     emit_results(folder, echo)  # a cloud run's results travel back through its log
     if reporting:
-        from action.report import report_finished
+        from gym.launch.report.job import report_finished
         from gym.launch.results import run_results
 
         report_finished(job=job, results=run_results(folder), echo=echo)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 CHECKPOINT_MOUNT = "/checkpoints"
-REPORT_TARGET_ENV = "GYM_REPORT_TO"  # where the job reports back (not secret); see action/report.py
+REPORT_TARGET_ENV = "GYM_REPORT_TO"  # where the job reports back (not secret); see report/job.py
 REPORT_TOKEN_ENV = "GYM_REPORT_TOKEN"  # the token it reports with: a SkyPilot secret only
 
 # Environment variables each experiment tracker needs on the remote machine: (required, optional).
@@ -179,7 +179,7 @@ def build_plan(
     if pip_spec:
         envs["GYM_PIP_SPEC"] = pip_spec
     specs = secret_specs(config)
-    if report_to:  # the job reports back to its PR itself (action.report): where, and the token as a secret
+    if report_to:  # the job reports back to its PR itself (report/job.py): where, and the token as a secret
         envs[REPORT_TARGET_ENV] = report_to
         specs.append(
             SecretSpec(REPORT_TOKEN_ENV, True, "reporting the finished run back to the pull request")

@@ -17,8 +17,8 @@ import pytest
 
 from action.launchers import LaunchRequest
 from action.main import main
-from action.outcome import LaunchOutcome
-from action.sticky import RunState
+from gym.launch.report.outcome import LaunchOutcome
+from gym.launch.report.sticky import RunState
 from gym.launch.task import LaunchError
 from tests.action.github_server import FakeGitHub, serve
 

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from action.outcome import LaunchOutcome
-from action.sticky import RunState
+from gym.launch.report.outcome import LaunchOutcome
+from gym.launch.report.sticky import RunState
 from tests.action.conftest import EVENTS, RecordingJobs, RecordingLauncher
 
 SHA_A, SHA_C = "a" * 40, "c" * 40
@@ -272,7 +272,7 @@ def test_find_or_create_sticky_is_reusable_on_its_own(pr) -> None:
     """The one find-or-write step other code (a cloud job reporting back) reuses, through PyGithub."""
     from github import Auth, Github
 
-    from action.sticky import find_or_create_sticky, own_login
+    from gym.launch.report.sticky import find_or_create_sticky, own_login
     from tests.action.conftest import GITHUB_TOKEN
 
     client = Github(base_url=pr.base, auth=Auth.Token(GITHUB_TOKEN), seconds_between_writes=0)

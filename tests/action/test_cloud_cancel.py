@@ -16,7 +16,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
-from action.sticky import RunState
+from gym.launch.report.sticky import RunState
 from tests.action.conftest import EVENTS, GITHUB_TOKEN, HF_TOKEN
 from tests.conftest import REPO
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from action.render import marker
-from action.report import ReportTarget, report_finished
 from gym.config.gates import parse_gate
 from gym.eval.gates import Champion, evaluate_gates
 from gym.eval.report import EvalReport
+from gym.launch.report.job import ReportTarget, report_finished
+from gym.launch.report.render import marker
 from gym.launch.results import emit_results, results_from_lines
 from tests.action.conftest import RESULTS
 from tests.action.github_server import serve

@@ -1,5 +1,5 @@
-"""The job's report-back (action/report.py) through PyGithub against the recording GitHub API: the sticky
-comment edited in place, the commit status, a failed run, GitHub failing, and the token kept out of everything."""
+"""The job's report-back (gym/launch/report/job.py) through PyGithub against the recording GitHub API: the
+sticky comment edited in place, the commit status, a failed run, GitHub failing, and the token kept out of everything."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from action.render import marker
-from action.report import ReportTarget, report_finished, report_started, report_target
+from action.launchers import report_target
+from gym.launch.report.job import ReportTarget, report_finished, report_started
+from gym.launch.report.render import marker
 from tests.action.conftest import RESULTS
 from tests.action.github_server import serve
 from tests.e2e.loop import GitHubWithStatuses
@@ -34,7 +35,7 @@ def env_for(github: GitHubWithStatuses, pull: int | None = 8) -> dict[str, str]:
 
 
 def test_finished_run_edits_the_sticky_comment_and_sets_the_status(github) -> None:
-    from action.sticky import RunState
+    from gym.launch.report.sticky import RunState
 
     record = RunState(sha="a" * 40, job_id="7", name="gym-bot", managed=True, approval=1)
     github.comments[8] = [{"id": 5, "body": marker("bots/gym.toml") + "\n" + record.line() + "\nplan",

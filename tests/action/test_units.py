@@ -6,10 +6,10 @@ import pytest
 
 from action.changes import ChangedFile, matches, select_configs
 from action.context import Inputs, public_env
-from action.outcome import ConfigOutcome, LaunchOutcome, PlanView
 from action.outputs import Redactor, annotation, write_outputs
 from action.policy import Approval, PullFacts, decide
-from action.render import MAX_BODY, marker, render
+from gym.launch.report.outcome import ConfigOutcome, LaunchOutcome, PlanView
+from gym.launch.report.render import MAX_BODY, marker, render
 from tests.action.conftest import RESULTS, parse_outputs
 
 SAME = PullFacts(1, "acme/models", "acme/models", frozenset({"gym:launch"}))
@@ -118,7 +118,7 @@ def test_annotations_cannot_inject_workflow_commands() -> None:
 
 
 def test_run_state_round_trips_and_rejects_garbage() -> None:
-    from action.sticky import RunState, with_state
+    from gym.launch.report.sticky import RunState, with_state
 
     state = RunState(sha="a" * 40, job_id="7", name="gym-x--y", managed=True, approval=3, history=["-->"])
     body = with_state("<!-- gym-action config=gym.toml -->\n### Gym\ntext\n", state)

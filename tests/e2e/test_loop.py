@@ -247,7 +247,7 @@ def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None
     (comment,) = github.comments[8]  # still one comment: edited by the job
     body = comment["body"]
     assert body.startswith("<!-- gym-action config=gym.toml -->") and "🚀 launched and evaluated" in body
-    from action.sticky import RunState
+    from gym.launch.report.sticky import RunState
 
     job_record = RunState.parse(body)  # the action's record of its job survives the job's edit, marked ended
     assert job_record is not None and job_record.ended and job_record.state == "finished"

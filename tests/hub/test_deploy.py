@@ -305,10 +305,10 @@ def test_bare_command_line_asks_which_token_the_space_gets(tmp_path: Path, cache
 
 def test_action_plan_names_the_space_token(tmp_path: Path) -> None:
     """The pull request's plan says which variable's token the Space will hold, never its value."""
-    from action.outcome import ConfigOutcome
-    from action.render import render
     from action.run import plan_view
     from gym.config import load_config
+    from gym.launch.report.outcome import ConfigOutcome
+    from gym.launch.report.render import render
 
     for space_token, expected in (
         ('hf_token_env = "HF_READ_TOKEN"', "the Space gets HF_TOKEN secret from $HF_READ_TOKEN: a read token (space.hf_token_env)"),

@@ -6,7 +6,7 @@ JSON object naming where to report (API address, repository, pull request, commi
 link; nothing secret), and the token itself as the SkyPilot *secret* ``GYM_REPORT_TOKEN``. The job's
 `gym launch` (rank 0) then calls :func:`report_started`, and :func:`report_finished` when the run
 ends or fails: it edits the same sticky comment the action wrote (found by the same marker, rendered
-by the same :func:`action.render.render`) and sets the commit status ``gym / <config>``.
+by the same :func:`gym.launch.report.render.render`) and sets the commit status ``gym / <config>``.
 
 Why a separate token: the workflow's ``GITHUB_TOKEN`` expires when the workflow job ends, which is
 the point of not waiting. A fine-grained token limited to the repository with *Pull requests: write*
@@ -54,37 +54,19 @@ class ReportTarget:
             return None
 
 
-def report_target(env: Mapping[str, str], config_relative: str) -> ReportTarget | None:
-    """The action's side: where the job should report, when the workflow gave it a report token."""
-    if not env.get(TOKEN_ENV):
-        return None
-    from action.context import Context
-
-    context = Context.from_env(env)
-    pull = context.pull_request
-    sha = str(
-        (pull or {}).get("head", {}).get("sha") or context.event.get("after") or context.extra.get("sha")
-    )
-    from action.sticky import ACTIONS_BOT
-
-    return ReportTarget(
-        api_url=context.api_url, repository=context.repository, sha=sha, config=config_relative,
-        pull=context.pull_number, run_url=context.run_url,
-        author=context.inputs.comment_author or ACTIONS_BOT,
-    )  # fmt: skip
-
-
 class Reporter:
     """The job's side: the sticky comment and the commit status, through PyGithub."""
 
     def __init__(self, target: ReportTarget, token: str, echo: Callable[[str], None] = print) -> None:
-        from action.outputs import Redactor
-
         self.target = target
         self.token = token
         self.echo = echo
-        self.redact = Redactor()
-        self.redact.add(token)
+        self._secrets = (token,) if len(token) >= 4 else ()  # the action's Redactor rule
+
+    def redact(self, text: str) -> str:
+        from gym.config.errors import redact
+
+        return redact(text, self._secrets)
 
     def _repo(self) -> Any:
         from github import Auth, Github
@@ -105,8 +87,8 @@ class Reporter:
     def comment(self, build: Callable[[str], str]) -> str:
         """Edit the action's sticky comment of the config with ``build(its body)``, or create one when there is
         none. Editing keeps the comment's author, so the action still finds it as its own."""
-        from action.render import marker
-        from action.sticky import find_sticky, write_sticky
+        from gym.launch.report.render import marker
+        from gym.launch.report.sticky import find_sticky, write_sticky
 
         if self.target.pull is None:
             return ""
@@ -163,8 +145,8 @@ def report_finished(
     reporter = _reporter(env, echo)
     if reporter is None:
         return ""
-    from action.outcome import ConfigOutcome, LaunchOutcome
-    from action.render import render
+    from gym.launch.report.outcome import ConfigOutcome, LaunchOutcome
+    from gym.launch.report.render import render
 
     target = reporter.target
     detail = (
@@ -195,7 +177,7 @@ def report_finished(
 def _ended_job(existing: str, *, failed: bool) -> Any:
     """The action's job record (its hidden RunState line) carried over, marked ended: the next action run
     then knows there is nothing left to cancel."""
-    from action.sticky import RunState
+    from gym.launch.report.sticky import RunState
 
     state = RunState.parse(existing)
     if state is not None:

@@ -1,4 +1,4 @@
-"""What happened to one config: validation problems, the plan, the launch. Rendered by :mod:`action.render`."""
+"""What happened to one config: validation problems, the plan, the launch. Rendered by :mod:`gym.launch.report.render`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from action.sticky import RunState
+    from gym.launch.report.sticky import RunState
 
 
 @dataclass

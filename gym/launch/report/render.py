@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from action.outcome import ConfigOutcome, PlanView
+from gym.launch.report.outcome import ConfigOutcome, PlanView
 from gym.markup import md_code, md_text
 
 MAX_BODY = 65536  # GitHub's limit on an issue comment body, in characters
