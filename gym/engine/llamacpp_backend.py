@@ -35,6 +35,10 @@ from gym.engine.sequence import Sequence
 DEFAULT_CONTEXT = 4096  # tokens per sequence when the model was trained on more
 PREFILL_CHUNK = 256  # prompt tokens fed per step, beside the decoding streams
 KV_BUDGET_TOKENS = 65536  # KV cells for all sequences together (~0.8 GB f16 for a 0.5B Qwen2)
+# what serving a GGUF model from the Hub needs: the .gguf file, and the HF tokenizer with its configs
+# (tokenizer.json/tokenizer_config.json, generation_config.json's EOS ids, the chat template,
+# a slow tokenizer's vocab.json/merges.txt or tokenizer.model)
+GGUF_REPO_FILES = ["*.gguf", "*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 
 
 def resolve_gguf_source(target: str, served_name: str | None = None) -> ModelSource:
@@ -43,9 +47,10 @@ def resolve_gguf_source(target: str, served_name: str | None = None) -> ModelSou
     if not path.exists() and not target.startswith((".", "/", "~", "builtin:")) and target.count("/") == 1:
         from huggingface_hub import snapshot_download
 
-        path = Path(snapshot_download(target))
+        # the repository also holds the safetensors weights (4x the GGUF's bytes in fp32): not fetched
+        path = Path(snapshot_download(target, allow_patterns=GGUF_REPO_FILES))
     if path.is_file() and path.suffix == ".gguf":
-        gguf = path.resolve()
+        gguf = path.absolute()
     elif path.is_dir():
         found = sorted(path.glob("*.gguf"))
         if not found:
@@ -53,7 +58,7 @@ def resolve_gguf_source(target: str, served_name: str | None = None) -> ModelSou
         if len(found) > 1:
             names = ", ".join(f.name for f in found)
             raise ValueError(f"{path} holds several .gguf files ({names}); pass the one to serve")
-        gguf = found[0].resolve()
+        gguf = found[0].absolute()  # not resolved: in the Hub cache the file links into blobs/
     else:
         raise ValueError(f"--backend llamacpp serves a .gguf file or a folder holding one, not {target}")
     if not any((gguf.parent / name).is_file() for name in TOKENIZER_FILES):
