@@ -196,7 +196,7 @@ def test_dry_run_renders_without_network(tmp_path: Path, cache_root: Path) -> No
     assert "dry run: nothing was sent" in done.stdout and "me/m-chat" in done.stdout
     assert READ_TOKEN_LINE in done.stdout.splitlines()
     assert TOKEN not in done.stdout + done.stderr
-    assert (space / "app.py").is_file() and (space / "gym" / "api" / "batching.py").is_file()
+    assert (space / "app.py").is_file() and (space / "gym" / "engine" / "batching.py").is_file()
     assert "sdk: gradio" in (space / "README.md").read_text()
 
 
