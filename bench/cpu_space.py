@@ -14,7 +14,13 @@ Servers (each started, measured and stopped in turn, all on the same HF folder /
 - ``transformers-serve``: ``transformers serve --continuous-batching``;
 - ``llama-cpp-server``: ``python -m llama_cpp.server`` on the Q8_0 file (llama-cpp-python's own server,
   NOT llama.cpp's C++ ``llama-server``; one request at a time: ``pip install 'llama-cpp-python[server]'``
-  into ``.venv-gguf``).
+  into ``.venv-gguf``);
+- ``llama-cpp-ceiling``: not a server: bench/llama_ceiling.py, llama.cpp's low-level decode of the Q8_0
+  file as Gym's backend calls it, with no HTTP, tokenizer or sampling (the backend's ceiling).
+
+The read bandwidth (one thread summing a 512 MiB array, best of 3) is measured at the start, and each
+model file's weight-read ceiling (its bytes / that bandwidth: decode tok/s of one stream when every
+step reads every weight once) is printed under the table.
 
 Measures (official ``openai`` client, chat completions, temperature 0, non-streamed so every server's
 ``usage.completion_tokens`` counts the tokens): tokens/s for 1 stream and for 8 concurrent streams
@@ -54,6 +60,7 @@ SERVERS = (
     "gym-transformers",
     "transformers-serve",
     "llama-cpp-server",
+    "llama-cpp-ceiling",
 )
 
 
@@ -190,7 +197,36 @@ def measure(url: str, model: str, folder: Path, args: argparse.Namespace) -> dic
     return result
 
 
+def ceiling(folder: Path, args: argparse.Namespace) -> dict[str, float] | str:
+    gguf = build_gguf(folder, "q8_0")
+    if gguf is None:
+        return "no .venv-gguf (make gguf)"
+    argv = [str(GGUF_PY), str(REPO / "bench" / "llama_ceiling.py"), str(gguf),
+            "--new-tokens", str(args.new_tokens), "--ttft-runs", str(args.ttft_runs)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if done.returncode:
+        return f"exited with {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    log(f"    {result}")
+    return result
+
+
+def read_bandwidth() -> float:
+    """GB/s one thread reads memory at now (a 512 MiB array summed, best of 3)."""
+    import numpy as np
+
+    data = np.ones(128 * 2**20, dtype=np.float32)
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - started)
+    return data.nbytes / best / 1e9
+
+
 def run(server: str, folder: Path, args: argparse.Namespace) -> dict[str, float] | str:
+    if server == "llama-cpp-ceiling":
+        return ceiling(folder, args)
     port = free_port()
     spec = command(server, folder, port)
     if isinstance(spec, str):
@@ -231,6 +267,13 @@ def run(server: str, folder: Path, args: argparse.Namespace) -> dict[str, float]
             process.wait()
 
 
+def ceilings(folder: Path, bandwidth: float) -> str:
+    files = [folder / "model.safetensors", *sorted((folder / "gguf").glob("*.gguf"))]
+    parts = [f"{f.name} ({f.stat().st_size / 1e6:,.0f} MB) {bandwidth * 1e9 / f.stat().st_size:.1f} tok/s"
+             for f in files if f.is_file()]  # fmt: skip
+    return f"\nweight-read ceiling per stream at {bandwidth:.1f} GB/s: " + ", ".join(parts)
+
+
 def table(size: str, rows: dict[str, dict[str, float] | str]) -> str:
     base = rows.get("gym-transformers")
     lines = [f"\n### {size}\n", "| server | tok/s, 1 stream | tok/s, 8 streams | TTFT p50, 200-token prompt "
@@ -259,6 +302,8 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()[0]
     log(f"load average at start: {load:.1f} on {len(os.sched_getaffinity(0))} cores")
+    bandwidth = read_bandwidth()
+    log(f"read bandwidth (one thread): {bandwidth:.1f} GB/s")
     everything = {}
     for size in args.sizes.split(","):
         folder = build_model(size)
@@ -267,8 +312,8 @@ def main() -> None:
             log(f"  {size} {server}")
             rows[server] = run(server, folder, args)
         everything[size] = rows
-        print(table(size, rows), flush=True)
-    log(f"load average at end: {os.getloadavg()[0]:.1f}")
+        print(table(size, rows) + ceilings(folder, bandwidth), flush=True)
+    log(f"load average at end: {os.getloadavg()[0]:.1f}, read bandwidth {read_bandwidth():.1f} GB/s")
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
 
