@@ -49,6 +49,7 @@ def resolve_gguf_source(target: str, served_name: str | None = None) -> ModelSou
 
         # the repository also holds the safetensors weights (4x the GGUF's bytes in fp32): not fetched
         path = Path(snapshot_download(target, allow_patterns=GGUF_REPO_FILES))
+        served_name = served_name or target  # not the snapshot folder's commit hash
     if path.is_file() and path.suffix == ".gguf":
         gguf = path.absolute()
     elif path.is_dir():

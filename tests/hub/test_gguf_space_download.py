@@ -27,7 +27,8 @@ from pathlib import Path
 from gym.engine.llamacpp_backend import resolve_gguf_source
 source = resolve_gguf_source(sys.argv[1])
 folder = Path(source.base).parent
-print(json.dumps({"gguf": source.base, "files": sorted(p.name for p in folder.iterdir())}))
+files = sorted(p.name for p in folder.iterdir())
+print(json.dumps({"gguf": source.base, "model_id": source.model_id, "files": files}))
 """
 
 
@@ -53,6 +54,7 @@ def test_the_space_downloads_the_gguf_and_tokenizer_but_not_the_safetensors(tmp_
 
     resolved = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(resolved["gguf"]).name == "model-q8_0.gguf"
+    assert resolved["model_id"] == "acme/support-bot"  # the name the API lists, not the snapshot's hash
     assert Path(resolved["gguf"]).read_bytes() == (folder / "model-q8_0.gguf").read_bytes()
     assert set(resolved["files"]) == set(SERVED)
     assert set(SERVED) <= downloads
