@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf gpu-check gpu-wheels
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf gpu-check gpu-smoke gpu-wheels
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -81,6 +81,10 @@ GPU_WHEELS := .bench/gpu-wheels
 gpu-check:
 	PYTHONPATH="$(CURDIR):$$PYTHONPATH" $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q -p no:cacheprovider
 	PYTHONPATH="$(CURDIR):$$PYTHONPATH" $(GPU_PYTHON) bench/gpu_check.py --out $(GPU_OUT)
+
+# Every row of the GPU table at toy size on this CPU (make test runs two of them).
+gpu-smoke: $(STAMP)
+	GYM_GPU_SMOKE_ROWS=all $(BIN)/python -m pytest tests/gpu/test_gpu_check_smoke.py -q -p no:cacheprovider
 
 gpu-wheels:
 	rm -rf $(GPU_WHEELS)

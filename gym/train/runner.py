@@ -172,13 +172,13 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     from gym.train.trainer_protocol import as_gym_trainer
 
     check_trackers(config)
+    output = config.output_path
+    checkpoint_dir = output / "checkpoints"
+    claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     plan = device_plan(config)
     _note(plan.header())
     for line in plan.notes():
         _note(line)
-    output = config.output_path
-    checkpoint_dir = output / "checkpoints"
-    claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     builder = trainer_for(config.train.method)
     tokenizer = load_tokenizer(config)
     data = prepare_data(config, tokenizer, vision=model_vision(config))
