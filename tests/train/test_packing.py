@@ -22,8 +22,8 @@ def test_packed_samples_do_not_attend_to_each_other(write_toml: Any, attention: 
     import torch
 
     from gym.config import load_config
-    from gym.model.loading import load_model
     from gym.model.cpu_kernels.packed_attention import use_packed_attention
+    from gym.model.loading import load_model
 
     path = write_toml(VALID + "packing = true\n")
     (path.parent / "data").mkdir()
@@ -81,8 +81,8 @@ def test_samples_of_very_different_lengths_run_as_separate_attention_calls(write
     import torch
 
     from gym.config import load_config
-    from gym.model.loading import load_model
     from gym.model.cpu_kernels.packed_attention import layout, use_packed_attention
+    from gym.model.loading import load_model
 
     path = write_toml(VALID)
     (path.parent / "data").mkdir()
