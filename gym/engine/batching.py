@@ -11,27 +11,20 @@ KV cache (:mod:`gym.engine.prefixcache`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 from gym.engine.attention import use_gqa_sdpa
-from gym.engine.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.backend import TokenizerPrompts
 from gym.engine.cputhreads import ThreadPolicy
+from gym.engine.handoff import WorkerHandoff
 from gym.engine.loading import ModelSource, load_model_and_tokenizer
 from gym.engine.prefixcache import PrefixCache
 from gym.engine.sequence import Sequence
 
 
-def _deliver(items: list[tuple[Any, Chunk]]) -> None:
-    for out, chunk in items:
-        out.put_nowait(chunk)
-
-
-class TransformersBackend(TokenizerPrompts):
+class TransformersBackend(WorkerHandoff, TokenizerPrompts):
     """A :class:`gym.engine.backend.Backend` over ``AutoModelForCausalLM`` with continuous batching."""
 
     name = "transformers"
@@ -55,9 +48,7 @@ class TransformersBackend(TokenizerPrompts):
         if on_cpu:
             use_gqa_sdpa(model)
         self.prefix_cache = PrefixCache()
-        self._outbox: list[tuple[Any, Any, Chunk]] = []  # (loop, queue, chunk), filled by the worker
-        self._stats = Stats()
-        self._inbox: queue.Queue[Sequence | None] = queue.Queue()
+        self._open_handoff()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="gym-batching", daemon=True)
         self._worker.start()
@@ -66,38 +57,6 @@ class TransformersBackend(TokenizerPrompts):
     def from_source(cls, source: ModelSource, device: str | None = None, max_batch_size: int = 32, **_: Any):
         model, tokenizer = load_model_and_tokenizer(source, device=device)
         return cls(model, tokenizer, source.model_id, max_batch_size=max_batch_size)
-
-    # -- the Backend protocol -------------------------------------------------------------------
-    async def generate(
-        self, prompt_ids: list[int], params: SamplingParams, n: int = 1
-    ) -> AsyncIterator[Chunk]:
-        loop = asyncio.get_running_loop()
-        out: asyncio.Queue[Chunk] = asyncio.Queue()
-        seqs = [
-            Sequence(
-                index=i,
-                prompt_ids=list(prompt_ids),
-                params=params,
-                seed=None if params.seed is None else params.seed + i,
-                emit=lambda chunk: self._outbox.append((loop, out, chunk)),
-                tokenizer=self.tokenizer,
-                eos_ids=self.eos_ids,
-            )
-            for i in range(n)
-        ]
-        self._stats.requests += 1
-        for seq in seqs:
-            self._inbox.put(seq)
-        remaining = n
-        try:
-            while remaining:
-                chunk = await out.get()
-                if chunk.finish_reason is not None or chunk.error is not None:
-                    remaining -= 1
-                yield chunk
-        finally:
-            for seq in seqs:
-                seq.cancelled = True  # a disconnected client frees its batch slots at the next step
 
     def stats(self) -> dict[str, Any]:
         self._stats.queued = self._inbox.qsize()
@@ -142,18 +101,6 @@ class TransformersBackend(TokenizerPrompts):
                     batch = RunningBatch(self.model, self.pad_id, self.prefix_cache)
                 self._stats.active = len(batch.seqs)
                 self._flush()
-
-    def _flush(self) -> None:
-        """Hand this step's chunks to the event loop in one wake-up instead of one per token."""
-        if not self._outbox:
-            return
-        items, self._outbox = self._outbox, []
-        by_loop: dict[Any, list[tuple[Any, Chunk]]] = {}
-        for loop, out, chunk in items:
-            by_loop.setdefault(loop, []).append((out, chunk))
-        for loop, batch in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # that request's event loop is gone: nobody listens
-                loop.call_soon_threadsafe(_deliver, batch)
 
     def _admit(self, batch: Any, waiting: list[Sequence]) -> None:
         """Prefill ``waiting`` together; when that fails, each alone, so only the culprit fails."""

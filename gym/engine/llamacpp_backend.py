@@ -16,19 +16,17 @@ is admitted when a KV sequence is free and its prompt plus ``max_tokens`` fits i
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gym.engine.backend import BackendUnavailable, Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.backend import BackendUnavailable, TokenizerPrompts
 from gym.engine.cputhreads import ThreadPolicy
+from gym.engine.handoff import WorkerHandoff
 from gym.engine.loading import TOKENIZER_FILES, ModelSource
 from gym.engine.sequence import Sequence
 
@@ -93,7 +91,7 @@ class _Slot:
     pending: int | None = None  # the last sampled token, not yet in the cache
 
 
-class LlamaCppBackend(TokenizerPrompts):
+class LlamaCppBackend(WorkerHandoff, TokenizerPrompts):
     """A :class:`gym.engine.backend.Backend` over one llama.cpp context shared by every request."""
 
     name = "llamacpp"
@@ -130,9 +128,7 @@ class LlamaCppBackend(TokenizerPrompts):
             raise ValueError(f"llama.cpp could not allocate a context of {self.kv_cells} tokens")
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(params.n_batch, 0, 1)
-        self._stats = Stats()
-        self._outbox: list[tuple[Any, Any, Chunk]] = []
-        self._inbox: queue.Queue[Sequence | None] = queue.Queue()
+        self._open_handoff()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="gym-llamacpp", daemon=True)
         self._worker.start()
@@ -151,32 +147,6 @@ class LlamaCppBackend(TokenizerPrompts):
             self._lib.llama_set_n_threads(self._ctx, threads, threads)
 
     # -- the Backend protocol -------------------------------------------------------------------
-    async def generate(
-        self, prompt_ids: list[int], params: SamplingParams, n: int = 1
-    ) -> AsyncIterator[Chunk]:
-        loop = asyncio.get_running_loop()
-        out: asyncio.Queue[Chunk] = asyncio.Queue()
-        seqs = [
-            Sequence(index=i, prompt_ids=list(prompt_ids), params=params,
-                     seed=None if params.seed is None else params.seed + i,
-                     emit=lambda chunk: self._outbox.append((loop, out, chunk)),
-                     tokenizer=self.tokenizer, eos_ids=self.eos_ids)
-            for i in range(n)
-        ]  # fmt: skip
-        self._stats.requests += 1
-        for seq in seqs:
-            self._inbox.put(seq)
-        remaining = n
-        try:
-            while remaining:
-                chunk = await out.get()
-                if chunk.finish_reason is not None or chunk.error is not None:
-                    remaining -= 1
-                yield chunk
-        finally:
-            for seq in seqs:
-                seq.cancelled = True  # its KV sequence is freed at the next step
-
     def stats(self) -> dict[str, Any]:
         self._stats.queued = self._inbox.qsize()
         return self._stats.as_dict()
@@ -304,23 +274,6 @@ class LlamaCppBackend(TokenizerPrompts):
                 if slot.pos + 1 >= self.context_length:
                     seq.fail("the sequence reached this server's context length")
                 slot.pending = token
-
-    def _flush(self) -> None:
-        """Hand this step's chunks to each request's event loop in one wake-up."""
-        if not self._outbox:
-            return
-        items, self._outbox = self._outbox, []
-        by_loop: dict[Any, list[tuple[Any, Chunk]]] = {}
-        for loop, out, chunk in items:
-            by_loop.setdefault(loop, []).append((out, chunk))
-        for loop, batch in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # that request's event loop is gone: nobody listens
-                loop.call_soon_threadsafe(_deliver, batch)
-
-
-def _deliver(items: list[tuple[Any, Chunk]]) -> None:
-    for out, chunk in items:
-        out.put_nowait(chunk)
 
 
 def eos_token_ids(folder: Path, tokenizer: Any) -> set[int]:
