@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf gpu-check gpu-smoke gpu-wheels
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf llama-server gpu-check gpu-smoke gpu-wheels
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -47,6 +47,22 @@ $(GSTAMP): $(STAMP)
 	touch $(GSTAMP)
 
 gguf: $(GSTAMP)
+
+# llama.cpp's own C++ `llama-server`, for bench/cpu_space.py's side-by-side row only (nothing in Gym runs
+# it): built from the llama.cpp sources llama-cpp-python's sdist vendors, so it is the same llama.cpp as
+# the llamacpp backend's. No network at build time (no curl, no prebuilt web UI); about 10 min on 2 cores.
+LLAMA_CPP_PY  := 0.3.36
+LLAMA_SDIST   := .bench/llama_cpp_python-$(LLAMA_CPP_PY)
+LLAMA_SERVER  := .bench/llama.cpp/bin/llama-server
+$(LLAMA_SERVER):
+	test -d $(LLAMA_SDIST)/vendor/llama.cpp || { \
+		$(BIN)/python -m pip download -q --no-deps --no-binary :all: -d .bench "llama-cpp-python==$(LLAMA_CPP_PY)" \
+		&& tar -xzf .bench/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C .bench; }
+	cmake -S $(LLAMA_SDIST)/vendor/llama.cpp -B .bench/llama.cpp -DCMAKE_BUILD_TYPE=Release \
+		-DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF
+	cmake --build .bench/llama.cpp --target llama-server -j2
+
+llama-server: $(LLAMA_SERVER)
 
 # The main job: the quickstart gym.toml end to end on the built-in tiny model (train -> eval -> card).
 demo: $(STAMP)

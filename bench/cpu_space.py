@@ -15,6 +15,9 @@ Servers (each started, measured and stopped in turn, all on the same HF folder /
 - ``llama-cpp-server``: ``python -m llama_cpp.server`` on the Q8_0 file (llama-cpp-python's own server,
   NOT llama.cpp's C++ ``llama-server``; one request at a time: ``pip install 'llama-cpp-python[server]'``
   into ``.venv-gguf``);
+- ``llama-server``: llama.cpp's own C++ server (``make llama-server`` builds it from the llama.cpp
+  sources llama-cpp-python vendors) on the Q8_0 file: 8 slots, continuous batching, the thread count
+  Gym's policy gives at its start for prompts and decoding;
 - ``llama-cpp-ceiling``: not a server: bench/llama_ceiling.py, llama.cpp's low-level decode of the Q8_0
   file as Gym's backend calls it, with no HTTP, tokenizer or sampling (the backend's ceiling).
 
@@ -60,8 +63,10 @@ SERVERS = (
     "gym-transformers",
     "transformers-serve",
     "llama-cpp-server",
+    "llama-server",
     "llama-cpp-ceiling",
 )
+LLAMA_SERVER = BENCH / "llama.cpp" / "bin" / "llama-server"
 
 
 def log(message: str) -> None:
@@ -146,12 +151,27 @@ def command(server: str, folder: Path, port: int) -> tuple[list[str], str] | str
     gguf = build_gguf(folder, "q8_0")
     if gguf is None:
         return "no .venv-gguf (make gguf)"
+    if server == "llama-server":
+        return llama_server(gguf, where)
     probe = subprocess.run([str(GGUF_PY), "-c", "import llama_cpp.server.app"], capture_output=True)
     if probe.returncode:
         return "llama_cpp.server missing: .venv-gguf/bin/pip install 'llama-cpp-python[server]==0.3.36'"
     # its default threads (half the cores for decode, all for prompts), as a CPU Space would run it
     return [str(GGUF_PY), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "bench",
             "--n_ctx", "4096", "--chat_format", "chatml", *where], "bench"  # fmt: skip
+
+
+def llama_server(gguf: Path, where: list[str]) -> tuple[list[str], str] | str:
+    """llama.cpp's C++ server as Gym's backend is configured: 8 KV sequences of 4,096 tokens, batched."""
+    if not LLAMA_SERVER.is_file():
+        return f"no llama.cpp server binary at {LLAMA_SERVER} (make llama-server)"
+    from gym.engine.cputhreads import ThreadPolicy
+
+    threads = str(ThreadPolicy(set_threads=lambda n: None).apply(force=True))
+    log(f"    llama-server threads: {threads}")
+    return [str(LLAMA_SERVER), "--model", str(gguf), "--alias", "bench", "--parallel", "8", "--cont-batching",
+            "--ctx-size", str(4096 * 8), "--threads", threads, "--threads-batch", threads, "--no-webui",
+            *where], "bench"  # fmt: skip
 
 
 def prompt_of(tokenizer, rng: random.Random, tokens: int, head: str = "") -> str:
@@ -197,12 +217,33 @@ def measure(url: str, model: str, folder: Path, args: argparse.Namespace) -> dic
     return result
 
 
+def chat_lengths(folder: Path) -> tuple[int, int]:
+    """Tokens of :func:`measure`'s short and long prompts once the chat template wraps them."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    chat, plain, rng = (
+        AutoTokenizer.from_pretrained(str(folder)),
+        Tokenizer.from_file(str(folder / "tokenizer.json")),
+        random.Random(0),
+    )
+
+    def length(text: str) -> int:
+        messages = [{"role": "user", "content": text}]
+        rendered = chat.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return len(chat.encode(rendered, add_special_tokens=False))
+
+    return length(prompt_of(plain, rng, 24, "Question 0:")), length(prompt_of(plain, rng, 200, "Run 0 0.5:"))
+
+
 def ceiling(folder: Path, args: argparse.Namespace) -> dict[str, float] | str:
     gguf = build_gguf(folder, "q8_0")
     if gguf is None:
         return "no .venv-gguf (make gguf)"
+    short, long = chat_lengths(folder)
     argv = [str(GGUF_PY), str(REPO / "bench" / "llama_ceiling.py"), str(gguf),
-            "--new-tokens", str(args.new_tokens), "--ttft-runs", str(args.ttft_runs)]  # fmt: skip
+            "--new-tokens", str(args.new_tokens), "--ttft-runs", str(args.ttft_runs),
+            "--prompt-tokens", str(short), "--long-prompt-tokens", str(long)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if done.returncode:
         return f"exited with {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"
@@ -286,6 +327,12 @@ def table(size: str, rows: dict[str, dict[str, float] | str]) -> str:
         lines.append(
             f"| {server} | {row['tok_s_1']:.1f} | {row['tok_s_8']:.1f} | {row['ttft_p50']:.2f} s | {ratio} |"
         )
+    own = rows.get("llama-server")
+    for server, row in rows.items():  # the issue's target: within 20% of llama.cpp's own server
+        if server.startswith("gym-llamacpp") and isinstance(row, dict) and isinstance(own, dict):
+            lines.append(f"\n{server} / llama-server: {row['tok_s_1'] / own['tok_s_1']:.0%} (1 stream), "
+                         f"{row['tok_s_8'] / own['tok_s_8']:.0%} (8 streams), TTFT "
+                         f"{row['ttft_p50'] / own['ttft_p50']:.0%}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -4,9 +4,11 @@
 The same low-level calls the backend makes (one context, one KV sequence per stream, one
 ``llama_decode`` per step), without HTTP, tokenizer, sampling or logprobs: every step feeds a fixed
 token. Threads follow Gym's policy (the cores other processes leave free), as the backend's do.
-Prints one JSON line: ``tok_s_1``/``tok_s_8`` (a 24-token prompt then ``--new-tokens`` steps per
-stream, prompt passes included, as bench/cpu_space.py times a server), ``ttft_p50`` (a fresh
-200-token prompt pass, median of ``--ttft-runs``), ``threads`` and the per-step times.
+Prints one JSON line: ``tok_s_1``/``tok_s_8`` (a ``--prompt-tokens`` prompt then ``--new-tokens``
+steps per stream, prompt passes included and fed in the backend's 256-token chunks, as
+bench/cpu_space.py times a server), ``ttft_p50`` (a fresh ``--long-prompt-tokens`` prompt pass, median
+of ``--ttft-runs``), ``threads`` and the per-step times. bench/cpu_space.py passes the lengths its chat
+requests have once the chat template wraps them, so both sides decode the same number of tokens.
 
     .venv-gguf/bin/python bench/llama_ceiling.py .bench/qwen2-0.5b-random/gguf/model-q8_0.gguf
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-STREAMS, PROMPT, LONG_PROMPT = 8, 24, 200
+STREAMS, CHUNK = 8, 256
 
 
 def main() -> None:
@@ -34,13 +36,15 @@ def main() -> None:
     parser.add_argument("gguf", type=Path)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--ttft-runs", type=int, default=3)
+    parser.add_argument("--prompt-tokens", type=int, default=24)
+    parser.add_argument("--long-prompt-tokens", type=int, default=200)
     args = parser.parse_args()
     lib.llama_backend_init()
     model = lib.llama_model_load_from_file(str(args.gguf).encode(), lib.llama_model_default_params())
     threads = ThreadPolicy(set_threads=lambda n: None).apply(force=True)
     params = lib.llama_context_default_params()  # as the backend's context
     params.n_ctx, params.n_seq_max, params.kv_unified = 4096 * STREAMS, STREAMS, True
-    params.n_batch = params.n_ubatch = 256 + STREAMS
+    params.n_batch = params.n_ubatch = CHUNK + STREAMS
     params.n_threads = params.n_threads_batch = threads
     params.no_perf, params.flash_attn_type = True, lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     ctx = lib.llama_init_from_model(model, params)
@@ -58,9 +62,11 @@ def main() -> None:
 
     def streams(n: int) -> tuple[float, float]:
         """tokens/s of ``n`` streams (prompt pass included) and the mean decode step."""
-        started = time.perf_counter()
-        decode([(s, p, p == PROMPT - 1) for s in range(n) for p in range(PROMPT)])
-        steps = [decode([(s, PROMPT + k, True) for s in range(n)]) for k in range(args.new_tokens)]
+        started, prompt = time.perf_counter(), args.prompt_tokens
+        rows = [(s, p, p == prompt - 1) for s in range(n) for p in range(prompt)]
+        for chunk in range(0, len(rows), CHUNK):
+            decode(rows[chunk : chunk + CHUNK])
+        steps = [decode([(s, prompt + k, True) for s in range(n)]) for k in range(args.new_tokens)]
         wall = time.perf_counter() - started
         for s in range(n):
             lib.llama_memory_seq_rm(memory, s, -1, -1)
@@ -74,7 +80,9 @@ def main() -> None:
         result[f"step_ms_{n}"] *= 1000
     passes = []
     for _ in range(args.ttft_runs):
-        passes.append(decode([(0, p, p == LONG_PROMPT - 1) for p in range(LONG_PROMPT)]))
+        long = args.long_prompt_tokens
+        passes.append(sum(decode([(0, p, p == long - 1) for p in range(c, min(c + CHUNK, long))])
+                          for c in range(0, long, CHUNK)))  # fmt: skip
         lib.llama_memory_seq_rm(memory, 0, -1, -1)
     result["ttft_p50"] = statistics.median(passes)
     print(json.dumps(result), flush=True)
