@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""A bounded streaming load client for an OpenAI-compatible server, whose prompts are whole message lists.
+
+It follows the peers folder's ``loadtest_openai.py`` (official ``openai`` client, streaming; TTFT is the
+time to the first chunk with text; output tokens are the streamed text re-encoded with the model's
+``tokenizer.json``; tok/s is all output tokens over the wall time of the timed requests) but takes each
+request's ``messages`` from the prompts file, so a workload can send a system prompt. It also reports the
+CPU time it used itself while timing: the client runs on the same cores as the server, and a server that
+sizes its thread pool by what other processes use sees the client as one of them.
+
+    python bench/serve_client.py URL MODEL STREAMS REQUESTS MAX_TOKENS --prompts FILE --tokenizer FILE
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest rank, as the peers' client computes it (p99 of 32 samples is the maximum)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
+async def one_request(client: Any, args: argparse.Namespace, messages: list[dict[str, str]], counter: Any):
+    started = time.perf_counter()
+    ttft, text = None, []
+    try:
+        stream = await client.chat.completions.create(
+            model=args.model, messages=messages, max_tokens=args.max_tokens, temperature=0.0, stream=True
+        )
+        async for chunk in stream:
+            for choice in chunk.choices or []:
+                if choice.delta is not None and choice.delta.content:
+                    if ttft is None:
+                        ttft = time.perf_counter() - started
+                    text.append(choice.delta.content)
+        tokens = len(counter.encode("".join(text), add_special_tokens=False).ids)
+        return {"ok": True, "ttft": ttft, "e2e": time.perf_counter() - started, "tokens": tokens}
+    except Exception as error:  # noqa: BLE001 - a failed request is counted, not fatal
+        return {"ok": False, "error": f"{type(error).__name__}: {str(error)[:200]}"}
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    import openai
+    from tokenizers import Tokenizer
+
+    counter = Tokenizer.from_file(args.tokenizer)
+    conversations = json.loads(Path(args.prompts).read_text())
+    wanted = args.warmup + args.requests
+    conversations = [conversations[i % len(conversations)] for i in range(wanted)]
+    client = openai.AsyncOpenAI(base_url=args.url, api_key="none", timeout=args.timeout, max_retries=0)
+    warm = [await one_request(client, args, c, counter) for c in conversations[: args.warmup]]
+    gate = asyncio.Semaphore(args.streams)
+
+    async def guarded(messages: list[dict[str, str]]) -> dict[str, Any]:
+        async with gate:
+            return await one_request(client, args, messages, counter)
+
+    cpu_before, started = time.process_time(), time.perf_counter()
+    tasks = [asyncio.create_task(guarded(c)) for c in conversations[args.warmup :]]
+    done, pending = await asyncio.wait(tasks, timeout=args.deadline)
+    for task in pending:
+        task.cancel()
+    wall = time.perf_counter() - started
+    client_cpu = time.process_time() - cpu_before
+    results = [t.result() for t in done if not t.cancelled() and t.exception() is None]
+    ok = [r for r in results if r["ok"]]
+    ttfts = [r["ttft"] for r in ok if r["ttft"] is not None]
+    tokens = sum(r["tokens"] for r in ok)
+    return {
+        "n_ok": len(ok), "n_err": len(results) - len(ok), "n_unfinished": len(pending),
+        "errors_sample": [r["error"] for r in results if not r["ok"]][:3],
+        "warmup_ok": sum(1 for r in warm if r["ok"]), "wall_s": round(wall, 3), "output_tokens": tokens,
+        "output_tok_per_s": round(tokens / wall, 2) if wall > 0 else None,
+        "ttft_p50_s": percentile(ttfts, 50), "ttft_p99_s": percentile(ttfts, 99),
+        "e2e_p50_s": percentile([r["e2e"] for r in ok], 50), "client_cpu_s": round(client_cpu, 3),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", help="the server's /v1 address (loopback)")
+    parser.add_argument("model")
+    parser.add_argument("streams", type=int)
+    parser.add_argument("requests", type=int)
+    parser.add_argument("max_tokens", type=int)
+    parser.add_argument("--prompts", required=True, help="JSON list of message lists")
+    parser.add_argument("--tokenizer", required=True, help="tokenizer.json that counts output tokens")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed requests sent one by one first")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--deadline", type=float, default=600.0)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args))))
+
+
+if __name__ == "__main__":
+    main()
