@@ -1,55 +1,123 @@
-"""How many torch threads the CPU engine uses: every core the server has to itself, re-checked as it runs.
+"""How many threads the CPU engine uses: every core the server has to itself, re-checked as it runs.
 
-Measured on 2 cores (bench/serve_load.py and a bare ``scaled_dot_product_attention`` call): when the
-machine is otherwise idle, two threads serve the 26M model faster than one; when other processes keep
-the cores busy, two threads are several times *slower* than one, because each parallel op waits at a
-barrier for a worker thread the kernel has descheduled. A fixed number is wrong in one of the two
-cases, so the worker measures, every few seconds, how much CPU the rest of the machine used (all busy
-time minus this process's own) and gives torch the cores left over. ``GYM_TORCH_THREADS`` (or
-``OMP_NUM_THREADS``) pins the number instead.
+On 2 cores (bench/serve_load.py and a bare ``scaled_dot_product_attention`` call): when the machine is
+otherwise idle, two threads serve the 26M model faster than one; when other processes keep the cores
+busy, two threads are several times *slower* than one, because each parallel op waits at a barrier for
+a worker thread the kernel has descheduled. A fixed number is wrong in one of the two cases, so the
+worker measures, every few seconds, how much CPU the rest of the machine used on the cores this
+process may run on (their busy time minus this process's own) and gives torch the cores left over.
+
+The cores are the ones the process may run on *and* may pay for: a container (a Space, a pod) often
+sees every core of its host while a CPU quota grants it two, and the host-wide ``cpu`` line of
+``/proc/stat`` then mostly measures other tenants. So the count is capped by the cgroup's quota
+(``cpu.max``, or ``cpu.cfs_quota_us`` on cgroup v1) and the load is read from the ``cpuN`` lines of
+the cores in the affinity mask. ``GYM_TORCH_THREADS`` (or ``OMP_NUM_THREADS``) pins the number instead.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _machine_busy_and_total() -> tuple[int, int] | None:
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    total = sum(fields[:8])
-    return total - idle, total
-
-
-def _own_ticks() -> int:
+def _own_cpu_seconds() -> float:
     times = os.times()
-    return int((times.user + times.system) * _TICKS)
+    return times.user + times.system
+
+
+class CpuReadings:
+    """What the policy reads: ``/proc`` and ``/sys/fs/cgroup`` under ``root``, this process's CPU time,
+    a clock. Pointing ``root`` at a folder of files in the kernel's formats drives the policy through
+    any load history without touching the machine's."""
+
+    def __init__(
+        self,
+        root: Path = Path("/"),
+        own_cpu_seconds: Callable[[], float] = _own_cpu_seconds,
+        clock: Callable[[], float] = time.monotonic,
+        affinity: Callable[[], set[int]] | None = None,
+    ) -> None:
+        self.root, self.own_cpu_seconds, self.clock = root, own_cpu_seconds, clock
+        if affinity is None and hasattr(os, "sched_getaffinity"):
+            affinity = lambda: set(os.sched_getaffinity(0))  # noqa: E731
+        self._affinity = affinity
+
+    def _read(self, relative: str) -> str | None:
+        try:
+            return (self.root / relative).read_text()
+        except OSError:
+            return None
+
+    def affinity(self) -> set[int]:
+        return self._affinity() if self._affinity else set(range(os.cpu_count() or 1))
+
+    def busy_and_total(self, cpus: set[int]) -> tuple[int, int] | None:
+        """Clock ticks (busy, all) summed over the ``cpuN`` lines of ``cpus`` in ``/proc/stat``."""
+        text = self._read("proc/stat")
+        if text is None:
+            return None
+        busy = total = 0
+        for line in text.splitlines():
+            name, _, rest = line.partition(" ")
+            if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in cpus:
+                continue
+            try:
+                fields = [int(x) for x in rest.split()]
+            except ValueError:
+                return None
+            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+            busy, total = busy + sum(fields[:8]) - idle, total + sum(fields[:8])
+        return (busy, total) if total else None
+
+    def quota_cores(self) -> float | None:
+        """The CPU quota of this process's cgroup and its parents in cores (None: unlimited/unknown)."""
+        limits = []
+        for line in (self._read("proc/self/cgroup") or "").splitlines():
+            _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+            parts = [p for p in path.strip().split("/") if p]
+            for depth in range(len(parts), -1, -1):
+                folder = "/".join(parts[:depth])
+                if controllers == "":  # cgroup v2: "max 100000" or "200000 100000"
+                    fields = (self._read(f"sys/fs/cgroup/{folder}/cpu.max".replace("//", "/")) or "").split()
+                    if len(fields) == 2 and fields[0] != "max":
+                        limits.append(int(fields[0]) / int(fields[1]))
+                elif "cpu" in controllers.split(","):
+                    base = f"sys/fs/cgroup/{controllers}/{folder}".rstrip("/")
+                    quota = (self._read(base + "/cpu.cfs_quota_us") or "").strip()
+                    period = (self._read(base + "/cpu.cfs_period_us") or "").strip()
+                    if quota.lstrip("-").isdigit() and int(quota) > 0 and period.isdigit() and int(period):
+                        limits.append(int(quota) / int(period))
+        return min(limits) if limits else None
 
 
 class ThreadPolicy:
     """Call :meth:`apply` from the thread that runs the model (torch's thread count is per thread).
 
-    ``set_threads`` applies the number (default: ``torch.set_num_threads``; llama.cpp passes its own).
+    ``set_threads`` applies the number (default: ``torch.set_num_threads``; llama.cpp passes its own);
+    ``readings`` is where the load comes from (default: this machine).
     """
 
-    def __init__(self, interval: float = 5.0, set_threads: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        interval: float = 5.0,
+        set_threads: Callable[[int], None] | None = None,
+        readings: CpuReadings | None = None,
+    ) -> None:
         pinned = os.environ.get("GYM_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
         self.pinned = int(pinned) if pinned and pinned.isdigit() and int(pinned) > 0 else None
-        self.cores, self.interval = _cores(), interval
+        self.readings = readings or CpuReadings()
+        self.cpus = self.readings.affinity()
+        quota = self.readings.quota_cores()
+        self.quota = quota
+        self.cores = max(1, min(len(self.cpus), math.ceil(quota - 0.01) if quota else len(self.cpus)))
+        self.interval = interval
         self.threads = self.pinned or self.cores
-        self._last: tuple[float, tuple[int, int] | None, int] | None = None
+        self._last: tuple[float, tuple[int, int] | None, float] | None = None
         self._set_threads = set_threads
 
     def _set(self, threads: int) -> None:
@@ -62,22 +130,25 @@ class ThreadPolicy:
 
     def free_cores(self) -> float | None:
         """Cores not used by other processes since the last call (None on the first call / no /proc)."""
-        now, machine, own = time.monotonic(), _machine_busy_and_total(), _own_ticks()
+        readings = self.readings
+        now, machine, own = readings.clock(), readings.busy_and_total(self.cpus), readings.own_cpu_seconds()
         last, self._last = self._last, (now, machine, own)
         if last is None or machine is None or last[1] is None:
             return None
         busy, total = machine[0] - last[1][0], machine[1] - last[1][1]
         if total <= 0:
             return None
-        others = max(0, busy - (own - last[2])) / total  # share of all cores used by other processes
-        return self.cores * (1.0 - others)
+        own_ticks = (own - last[2]) * TICKS_PER_SECOND
+        others = min(1.0, max(0.0, busy - own_ticks) / total)  # share of those cores others used
+        return min(float(self.cores), len(self.cpus) * (1.0 - others))
 
     def apply(self, force: bool = False) -> int:
         if self.pinned:
             if force:
                 self._set(self.pinned)
             return self.pinned
-        if not force and self._last is not None and time.monotonic() - self._last[0] < self.interval:
+        clock = self.readings.clock
+        if not force and self._last is not None and clock() - self._last[0] < self.interval:
             return self.threads
         if self._last is None:
             self.free_cores()
