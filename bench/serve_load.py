@@ -273,10 +273,14 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--deadline", type=float, default=600)
     parser.add_argument("--start-timeout", type=float, default=180)
-    parser.add_argument("--json", type=Path, help="also write every raw row here")
+    parser.add_argument("--json", type=Path, help="also write every raw row here (after each server's run)")
+    parser.add_argument("--table", type=Path, help="only print the table of the rows in this --json file")
     args = parser.parse_args()
     args.streams = [int(s) for s in args.streams.split(",")]
     tools = [t for t in args.tools.split(",") if t]
+    if args.table:
+        print_table(json.loads(args.table.read_text()), tools)
+        return
     unknown = {t for t in tools if t not in PEERS and t != "gym" and not t.startswith("gym@")}
     if unknown:
         sys.exit(f"unknown tools {sorted(unknown)}; choose from gym, gym@REV, {', '.join(PEERS)}")
@@ -301,8 +305,8 @@ def main() -> None:
                                 f"{setting or 'default'} · load {loadavg()}")  # fmt: skip
                             context = {"model": model, "busy": busy, "repeat": repeat}
                             rows += run_server(tool, model_dir, setting, prompts, args, context, scratch)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+                            if args.json:  # a run cut short still leaves every row measured so far
+                                args.json.write_text(json.dumps(rows, indent=1))
     print(f"\nserving, {args.requests} timed requests per workload, max_tokens {args.max_tokens}, temperature 0, "
           f"{args.repeats} repeat(s); load average {started_load} at the start, {loadavg()} at the end")  # fmt: skip
     print_table(rows, tools)

@@ -74,7 +74,8 @@ def conversations(workload: str, rows: list[dict[str, str]], tokenizer_file: Pat
             for i, r in enumerate(rows[:64])
         ]
     if workload == "shared-system":
-        system = PREAMBLE + "Reference notes follow.\n\n" + _document(rows, 0, tokenizer, LONG_TOKENS - 60)
+        notes = _document(rows, 0, tokenizer, LONG_TOKENS)
+        system = _cut(PREAMBLE + "Reference notes follow.\n\n" + notes, tokenizer, LONG_TOKENS)
         return [
             [{"role": "system", "content": system}, {"role": "user", "content": _question(r)}] for r in rows
         ]
