@@ -12,7 +12,8 @@ repeat, so load from other processes hits them alike); a server answers one requ
 is timed, and the client one more per workload. Per workload and busy level the table prints the
 medians over repeats of tokens/s and TTFT p50/p99, Gym's ratios, the torch thread counts Gym's
 thread policy chose while it was timed (polled from ``/health``), and the cores the client itself used.
-A tool ``gym@REV`` runs the ``gym`` package of git revision REV: a before/after in one invocation.
+A tool ``gym@REV`` runs the ``gym`` package of git revision REV (a before/after in one invocation),
+``gym#N`` runs Gym with its torch threads pinned to N (what the thread policy's choice costs).
 
     python bench/serve_load.py --models tiny --tools gym,transformers --busy 0,2 --repeats 3
     python bench/serve_load.py --models tiny --tools gym@HEAD~1,gym --workloads alpaca --busy 0,1,2
@@ -64,13 +65,25 @@ def gym_checkout(revision: str, scratch: Path) -> Path:
     return folder
 
 
+def is_gym(tool: str) -> bool:
+    """``gym``, ``gym@REV`` (that revision's package) and either with ``#N`` (torch threads pinned to N)."""
+    name, _, pin = tool.partition("#")
+    return (name == "gym" or name.startswith("gym@")) and (not pin or pin.isdigit())
+
+
 def server_command(tool: str, model_dir: Path, port: int, scratch: Path):
     """(argv, extra environment, working folder, model name to request) of one tool's server, or None."""
-    if tool == "gym" or tool.startswith("gym@"):
-        folder = REPO if tool == "gym" else gym_checkout(tool.split("@", 1)[1], scratch)
+    if is_gym(tool):
+        name, _, pin = tool.partition("#")
+        folder = REPO if name == "gym" else gym_checkout(name.split("@", 1)[1], scratch)
         argv = [sys.executable, "-m", "gym", "serve", str(model_dir), "--served-model-name", "bench",
                 "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-        return argv, {"PYTHONPATH": str(folder)}, folder, "bench"
+        return (
+            argv,
+            {"PYTHONPATH": str(folder), **({"GYM_TORCH_THREADS": pin} if pin else {})},
+            folder,
+            "bench",
+        )
     if tool == "transformers":
         cli = Path(sys.executable).with_name("transformers")
         if not cli.exists():
@@ -172,7 +185,7 @@ def run_server(tool: str, model_dir: Path, threads: int | None, prompts: dict[st
         )
         for workload, path in prompts.items():
             for streams in args.streams:
-                watching = tool.startswith("gym")
+                watching = is_gym(tool)
                 with ThreadWatch(url if watching else None) as watch:
                     result = client_run(url, model_name, streams, path, model_dir, args, warmup=1)
                 wall = result.get("wall_s") or 0.0
@@ -262,7 +275,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny", help=f"comma list of {','.join(MODELS)}")
     parser.add_argument(
-        "--tools", default="gym,transformers", help="gym, gym@REV, transformers, llamafactory"
+        "--tools", default="gym,transformers", help="gym, gym@REV, gym#N, transformers, llamafactory"
     )
     parser.add_argument("--workloads", default="alpaca,short,long,shared-system", help=",".join(WORKLOADS))
     parser.add_argument("--busy", default="0,2", help="comma list: CPU-spinning processes during the runs")
@@ -281,9 +294,9 @@ def main() -> None:
     if args.table:
         print_table(json.loads(args.table.read_text()), tools)
         return
-    unknown = {t for t in tools if t not in PEERS and t != "gym" and not t.startswith("gym@")}
+    unknown = {t for t in tools if t not in PEERS and not is_gym(t)}
     if unknown:
-        sys.exit(f"unknown tools {sorted(unknown)}; choose from gym, gym@REV, {', '.join(PEERS)}")
+        sys.exit(f"unknown tools {sorted(unknown)}; choose from gym, gym@REV, gym#N, {', '.join(PEERS)}")
     threads = [None if t == "default" else int(t) for t in args.threads.split(",")]
     busy_levels = [int(b) for b in args.busy.split(",")]
     (BENCH / "logs").mkdir(parents=True, exist_ok=True)
