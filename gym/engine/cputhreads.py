@@ -95,8 +95,17 @@ class CpuReadings:
         return min(limits) if limits else None
 
 
+Sample = tuple[float, "tuple[int, int] | None", float]  # (clock, (busy, total) ticks, own CPU seconds)
+
+
 class ThreadPolicy:
     """Call :meth:`apply` from the thread that runs the model (torch's thread count is per thread).
+
+    The two wrong choices cost differently: two threads on cores another process keeps busy were 5-12x
+    slower than one (tiny model, 16 streams), one thread on idle cores at most 2x. So the policy drops
+    threads on the load of the last ``react`` seconds, and adds them back only once the cores have been
+    free for the last ``interval`` seconds too: a neighbour that starts spinning costs about a second,
+    a burst of load that comes and goes does not flip the count back and forth.
 
     ``set_threads`` applies the number (default: ``torch.set_num_threads``; llama.cpp passes its own);
     ``readings`` is where the load comes from (default: this machine).
@@ -107,17 +116,19 @@ class ThreadPolicy:
         interval: float = 5.0,
         set_threads: Callable[[int], None] | None = None,
         readings: CpuReadings | None = None,
+        react: float = 1.0,
     ) -> None:
         pinned = os.environ.get("GYM_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
         self.pinned = int(pinned) if pinned and pinned.isdigit() and int(pinned) > 0 else None
         self.readings = readings or CpuReadings()
         self.cpus = self.readings.affinity()
-        quota = self.readings.quota_cores()
-        self.quota = quota
-        self.cores = max(1, min(len(self.cpus), math.ceil(quota - 0.01) if quota else len(self.cpus)))
-        self.interval = interval
+        self.quota = self.readings.quota_cores()
+        visible = len(self.cpus)
+        self.cores = max(1, min(visible, math.ceil(self.quota - 0.01) if self.quota else visible))
+        self.interval, self.react = interval, min(react, interval)
         self.threads = self.pinned or self.cores
-        self._last: tuple[float, tuple[int, int] | None, float] | None = None
+        self._samples: list[Sample] = []  # oldest first, reaching back at least ``interval`` when it can
+        self._changed: Sample | None = None  # when the count last changed
         self._set_threads = set_threads
 
     def _set(self, threads: int) -> None:
@@ -128,34 +139,53 @@ class ThreadPolicy:
 
         torch.set_num_threads(threads)
 
-    def free_cores(self) -> float | None:
-        """Cores not used by other processes since the last call (None on the first call / no /proc)."""
-        readings = self.readings
-        now, machine, own = readings.clock(), readings.busy_and_total(self.cpus), readings.own_cpu_seconds()
-        last, self._last = self._last, (now, machine, own)
-        if last is None or machine is None or last[1] is None:
+    def _free_between(self, first: Sample, last: Sample) -> float | None:
+        if first[1] is None or last[1] is None:
             return None
-        busy, total = machine[0] - last[1][0], machine[1] - last[1][1]
+        busy, total = last[1][0] - first[1][0], last[1][1] - first[1][1]
         if total <= 0:
             return None
-        own_ticks = (own - last[2]) * TICKS_PER_SECOND
+        own_ticks = (last[2] - first[2]) * TICKS_PER_SECOND
         others = min(1.0, max(0.0, busy - own_ticks) / total)  # share of those cores others used
         return min(float(self.cores), len(self.cpus) * (1.0 - others))
+
+    def _sample(self) -> Sample:
+        readings = self.readings
+        sample = (readings.clock(), readings.busy_and_total(self.cpus), readings.own_cpu_seconds())
+        self._samples.append(sample)
+        while len(self._samples) > 2 and sample[0] - self._samples[1][0] >= self.interval:
+            self._samples.pop(0)  # the next one is old enough to start the long window
+        return sample
+
+    def free_cores(self) -> float | None:
+        """Cores not used by other processes since the last call (None on the first call / no /proc)."""
+        previous = self._samples[-1] if self._samples else None
+        sample = self._sample()
+        return None if previous is None else self._free_between(previous, sample)
+
+    def _wanted(self, free: float | None) -> int:
+        return self.cores if free is None else max(1, min(self.cores, int(free + 0.5)))
 
     def apply(self, force: bool = False) -> int:
         if self.pinned:
             if force:
                 self._set(self.pinned)
             return self.pinned
-        clock = self.readings.clock
-        if not force and self._last is not None and clock() - self._last[0] < self.interval:
+        if not force and self._samples and self.readings.clock() - self._samples[-1][0] < self.react:
             return self.threads
-        if self._last is None:
+        if not self._samples:
             self.free_cores()
             time.sleep(0.2)
-        free = self.free_cores()
-        wanted = self.cores if free is None else max(1, min(self.cores, int(free + 0.5)))
+        recent = self._wanted(self.free_cores())
+        now = self._samples[-1]
+        start = max(self._samples[0], self._changed or self._samples[0], key=lambda sample: sample[0])
+        if force or recent < self.threads:
+            wanted = recent
+        elif recent > self.threads and now[0] - start[0] >= self.interval:  # free since the last change
+            wanted = min(recent, self._wanted(self._free_between(start, now)))
+        else:
+            wanted = self.threads
         if force or wanted != self.threads:
             self._set(wanted)
-            self.threads = wanted
+            self.threads, self._changed = wanted, now
         return self.threads

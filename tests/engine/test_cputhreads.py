@@ -71,10 +71,30 @@ def test_two_threads_on_idle_cores_one_while_another_process_keeps_a_core(tmp_pa
     assert policy.apply() == 2
     machine.run(5, others={1: 1.0}, own={0: 1.0})  # a neighbour spins on one core
     assert policy.apply() == 1 and applied[-1] == 1
-    machine.run(2, others={}, own={0: 1.0})
-    assert policy.apply() == 1  # not re-checked before the interval has passed
-    machine.run(4, others={}, own={0: 1.0, 1: 0.8})  # the neighbour is gone
+    machine.run(6, others={}, own={0: 1.0, 1: 0.8})  # the neighbour is gone
     assert policy.apply() == 2 and applied[-1] == 2
+
+
+def test_threads_drop_within_a_second_and_come_back_after_the_interval(tmp_path) -> None:
+    machine = Machine(tmp_path, cpus=2)
+    policy, applied = machine.policy()
+    policy.apply(force=True)
+    machine.run(5, others={}, own={0: 1.0, 1: 1.0})
+    assert policy.apply() == 2
+    machine.run(0.5, others={1: 1.0}, own={0: 1.0})
+    assert policy.apply() == 2  # not re-checked within a second
+    machine.run(0.7, others={1: 1.0}, own={0: 1.0})
+    assert policy.apply() == 1  # a neighbour that started spinning costs about a second, not five
+    for _ in range(4):  # its load comes and goes: light for a second, a whole core for a second
+        machine.run(1.2, others={1: 0.2}, own={0: 1.0, 1: 0.8})
+        assert policy.apply() == 1
+        machine.run(1.2, others={1: 1.0}, own={0: 1.0})
+        assert policy.apply() == 1
+    assert applied == [2, 1]  # one change, not one per burst
+    for _ in range(5):
+        machine.run(1.2, others={}, own={0: 1.0, 1: 1.0})
+        policy.apply()
+    assert policy.threads == 2 and applied == [2, 1, 2]
 
 
 def test_a_container_counts_the_cores_its_quota_pays_for(tmp_path) -> None:
