@@ -8,8 +8,10 @@ of :mod:`bench.serve_workloads` (alpaca, short, long, shared-system, shared-pref
 and with ``--busy N`` CPU-spinning processes running through both servers' runs.
 
 Each repeat starts every server once per busy level, tools alternated (the order rotates from repeat to
-repeat, so load from other processes hits them alike); a server answers one request before anything
-is timed, and the client one more per workload. Per workload and busy level the table prints the
+repeat, so load from other processes hits them alike). One client process serves every workload: it
+starts, sends a warm-up request, stays quiet for ``--settle`` seconds (so its own start-up, about 1.7
+CPU-seconds of imports, is out of the load window Gym's thread policy reads), then for each workload
+sends one more warm-up request and the timed ones. Per workload and busy level the table prints the
 medians over repeats of tokens/s and TTFT p50/p99, Gym's ratios, the torch thread counts Gym's
 thread policy chose while it was timed (polled from ``/health``), and the cores the client itself used.
 A tool ``gym@REV`` runs the ``gym`` package of git revision REV (a before/after in one invocation),
@@ -118,7 +120,7 @@ def wait_ready(url: str, process: subprocess.Popen, timeout: float) -> str | Non
 
 
 class ThreadWatch:
-    """Polls a Gym server's ``/health`` while a level is timed: the torch thread counts its policy chose."""
+    """Polls a Gym server's ``/health`` while the client runs: (time, torch threads its policy chose)."""
 
     def __init__(self, url: str | None) -> None:
         """``url`` None: a server without ``/health`` thread counts; nothing is polled."""
@@ -134,7 +136,10 @@ class ThreadWatch:
             except (httpx.HTTPError, ValueError):
                 continue
             if threads is not None:
-                self.seen.append(threads)
+                self.seen.append((time.time(), threads))
+
+    def between(self, started: float, ended: float) -> list[int] | None:
+        return sorted({t for at, t in self.seen if started <= at <= ended}) if self.url else None
 
     def __enter__(self) -> ThreadWatch:
         if self.url:
@@ -147,17 +152,26 @@ class ThreadWatch:
             self._thread.join()
 
 
-def client_run(url: str, model_name: str, streams: int, prompts: Path, model_dir: Path, args, warmup: int):
+def client_run(
+    url: str, model_name: str, prompts: list[Path], model_dir: Path, args, streams: int
+) -> list[dict]:
+    """One client process for every workload (its start-up is then paid once, before a quiet spell)."""
     argv = [sys.executable, str(CLIENT), url + "/v1", model_name, str(streams), str(args.requests),
-            str(args.max_tokens), "--prompts", str(prompts), "--tokenizer", str(model_dir / "tokenizer.json"),
-            "--warmup", str(warmup), "--deadline", str(args.deadline)]  # fmt: skip
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=args.deadline + 120, env=thread_env(None)
-    )
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {"n_ok": 0, "errors_sample": [done.stderr[-300:]]}
+            str(args.max_tokens), "--tokenizer", str(model_dir / "tokenizer.json"), "--warmup", "1",
+            "--deadline", str(args.deadline), "--settle", str(args.settle)]  # fmt: skip
+    for path in prompts:
+        argv += ["--prompts", str(path)]
+    timeout = len(prompts) * (args.deadline + 60) + args.settle + 60
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=thread_env(None))
+    by_file = {}
+    for line in done.stdout.splitlines():
+        try:
+            result = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        by_file[result.get("prompts")] = result
+    failed = {"n_ok": 0, "errors_sample": [done.stderr[-300:]]}
+    return [by_file.get(str(path), failed) for path in prompts]
 
 
 def run_server(tool: str, model_dir: Path, threads: int | None, prompts: dict[str, Path], args, context: dict,
@@ -179,15 +193,10 @@ def run_server(tool: str, model_dir: Path, threads: int | None, prompts: dict[st
         if problem:
             log(f"  {tool}: {problem}; see {log_path}")
             return []
-        first = next(iter(prompts.values()))
-        client_run(
-            url, model_name, 1, first, model_dir, argparse.Namespace(**{**vars(args), "requests": 1}), 0
-        )
-        for workload, path in prompts.items():
-            for streams in args.streams:
-                watching = is_gym(tool)
-                with ThreadWatch(url if watching else None) as watch:
-                    result = client_run(url, model_name, streams, path, model_dir, args, warmup=1)
+        for streams in args.streams:
+            with ThreadWatch(url if is_gym(tool) else None) as watch:
+                measured = client_run(url, model_name, list(prompts.values()), model_dir, args, streams)
+            for workload, result in zip(prompts, measured, strict=True):
                 wall = result.get("wall_s") or 0.0
                 row = {
                     **context, "tool": tool, "threads": threads or "default", "workload": workload,
@@ -195,7 +204,7 @@ def run_server(tool: str, model_dir: Path, threads: int | None, prompts: dict[st
                     "ttft_p50": result.get("ttft_p50_s"), "ttft_p99": result.get("ttft_p99_s"),
                     "ok": result.get("n_ok", 0), "errors": result.get("n_err", 0) + result.get("n_unfinished", 0),
                     "client_cores": round(result.get("client_cpu_s", 0.0) / wall, 2) if wall else None,
-                    "torch_threads": sorted(set(watch.seen)) if watching else None,
+                    "torch_threads": watch.between(result.get("started_at", 0), result.get("ended_at", 0)),
                 }  # fmt: skip
                 if row["errors"] or not row["ok"]:
                     row["error_sample"] = result.get("errors_sample")
@@ -284,7 +293,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternate the servers this many times")
     parser.add_argument("--requests", type=int, default=64, help="timed requests per workload")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--deadline", type=float, default=600)
+    parser.add_argument(
+        "--deadline", type=float, default=600, help="seconds a workload's timed level may take"
+    )
+    parser.add_argument("--settle", type=float, default=6.0, help="quiet seconds after the client's start-up")
     parser.add_argument("--start-timeout", type=float, default=180)
     parser.add_argument("--json", type=Path, help="also write every raw row here (after each server's run)")
     parser.add_argument("--table", type=Path, help="only print the table of the rows in this --json file")
