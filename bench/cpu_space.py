@@ -296,7 +296,13 @@ def run(server: str, folder: Path, args: argparse.Namespace) -> dict[str, float]
                 return f"not ready after {args.start_timeout} s"
             time.sleep(0.5)
         try:
-            return measure(url, model, folder, args)
+            result = measure(url, model, folder, args)
+            health = httpx.get(url + "/health", timeout=5)
+            if health.status_code == 200 and "decode_seconds" in health.json():
+                stats = health.json()  # Gym's llamacpp worker: its llama_decode time within its steps
+                log(f"    worker: llama_decode {stats['decode_seconds']:.2f} s of {stats['step_seconds']:.2f} s "
+                    f"in {stats['steps']} steps, threads {stats.get('llama_threads')}")  # fmt: skip
+            return result
         except Exception as error:  # noqa: BLE001 - one server failing must not lose the others' rows
             return f"{type(error).__name__}: {str(error)[:200]}"
     finally:
