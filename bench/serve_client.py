@@ -3,7 +3,8 @@
 
 It follows the peers folder's ``loadtest_openai.py`` (official ``openai`` client, streaming; TTFT is the
 time to the first chunk with text; output tokens are the streamed text re-encoded with the model's
-``tokenizer.json``; tok/s is all output tokens over the wall time of the timed requests) but takes each
+``tokenizer.json``; tok/s is all output tokens over the wall time of the timed requests, counting
+those streamed by requests a ``--deadline`` cut short) but takes each
 request's ``messages`` from the prompts file, so a workload can send a system prompt. It also reports the
 CPU time it used itself while timing: the client runs on the same cores as the server, and a server that
 sizes its thread pool by what other processes use sees the client as one of them.
@@ -34,9 +35,16 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
 
 
-async def one_request(client: Any, args: argparse.Namespace, messages: list[dict[str, str]], counter: Any):
+async def one_request(
+    client: Any,
+    args: argparse.Namespace,
+    messages: list[dict[str, str]],
+    counter: Any,
+    text: list[str] | None = None,
+):
+    """One streamed request; ``text`` collects its chunks as they come (read by a deadline that cuts it)."""
     started = time.perf_counter()
-    ttft, text = None, []
+    ttft, text = None, [] if text is None else text
     try:
         stream = await client.chat.completions.create(
             model=args.model, messages=messages, max_tokens=args.max_tokens, temperature=0.0, stream=True
@@ -56,12 +64,14 @@ async def one_request(client: Any, args: argparse.Namespace, messages: list[dict
 async def timed_level(client: Any, args: argparse.Namespace, conversations: list, counter: Any) -> dict:
     gate = asyncio.Semaphore(args.streams)
 
-    async def guarded(messages: list[dict[str, str]]) -> dict[str, Any]:
+    texts: list[list[str]] = [[] for _ in conversations]
+
+    async def guarded(messages: list[dict[str, str]], text: list[str]) -> dict[str, Any]:
         async with gate:
-            return await one_request(client, args, messages, counter)
+            return await one_request(client, args, messages, counter, text)
 
     cpu_before, started, started_at = time.process_time(), time.perf_counter(), time.time()
-    tasks = [asyncio.create_task(guarded(c)) for c in conversations]
+    tasks = [asyncio.create_task(guarded(c, t)) for c, t in zip(conversations, texts, strict=True)]
     done, pending = await asyncio.wait(tasks, timeout=args.deadline)
     for task in pending:
         task.cancel()
@@ -70,7 +80,8 @@ async def timed_level(client: Any, args: argparse.Namespace, conversations: list
     results = [t.result() for t in done if not t.cancelled() and t.exception() is None]
     ok = [r for r in results if r["ok"]]
     ttfts = [r["ttft"] for r in ok if r["ttft"] is not None]
-    tokens = sum(r["tokens"] for r in ok)
+    # every token streamed in the timed window, also those of requests the deadline cut short
+    tokens = sum(len(counter.encode("".join(t), add_special_tokens=False).ids) for t in texts)
     return {
         "n_ok": len(ok), "n_err": len(results) - len(ok), "n_unfinished": len(pending),
         "errors_sample": [r["error"] for r in results if not r["ok"]][:3], "wall_s": round(wall, 3),
