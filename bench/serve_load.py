@@ -17,7 +17,8 @@ thread policy chose while it was timed (polled from ``/health``), and the cores 
 A tool ``gym@REV`` runs the ``gym`` package of git revision REV (a before/after in one invocation),
 ``gym#N`` runs Gym with its torch threads pinned to N (what the thread policy's choice costs).
 
-    python bench/serve_load.py --models tiny --tools gym,transformers --busy 0,2 --repeats 3
+    python bench/serve_load.py                      # tiny and 26M, three servers, idle and --busy 2
+    python bench/serve_load.py --models tiny --tools gym,transformers --busy 0,2 --repeats 2
     python bench/serve_load.py --models tiny --tools gym@HEAD~1,gym --workloads alpaca --busy 0,1,2
 """
 
@@ -282,15 +283,19 @@ def print_table(rows: list[dict[str, Any]], tools: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="tiny", help=f"comma list of {','.join(MODELS)}")
+    parser.add_argument("--models", default="tiny,26m", help=f"comma list of {','.join(MODELS)}")
     parser.add_argument(
-        "--tools", default="gym,transformers", help="gym, gym@REV, gym#N, transformers, llamafactory"
+        "--tools",
+        default="gym,transformers,llamafactory",
+        help="gym, gym@REV, gym#N, transformers, llamafactory",
     )
     parser.add_argument("--workloads", default="alpaca,short,long,shared-system", help=",".join(WORKLOADS))
     parser.add_argument("--busy", default="0,2", help="comma list: CPU-spinning processes during the runs")
     parser.add_argument("--streams", default="16")
     parser.add_argument("--threads", default="default", help="'default' and/or integers for OMP_NUM_THREADS")
-    parser.add_argument("--repeats", type=int, default=3, help="alternate the servers this many times")
+    parser.add_argument(
+        "--repeats", "--rounds", type=int, default=3, help="alternate the servers this many times"
+    )
     parser.add_argument("--requests", type=int, default=64, help="timed requests per workload")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument(
