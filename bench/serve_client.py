@@ -40,11 +40,13 @@ async def one_request(
     args: argparse.Namespace,
     messages: list[dict[str, str]],
     counter: Any,
-    text: list[str] | None = None,
+    seen: dict | None = None,
 ):
-    """One streamed request; ``text`` collects its chunks as they come (read by a deadline that cuts it)."""
-    started = time.perf_counter()
-    ttft, text = None, [] if text is None else text
+    """One streamed request. ``seen`` records its progress as it goes (``sent``, ``ttft``, ``text``), so a
+    deadline that cuts it still counts the tokens it streamed and how long it waited for the first."""
+    seen = {} if seen is None else seen
+    started = seen["sent"] = time.perf_counter()
+    text = seen["text"] = []
     try:
         stream = await client.chat.completions.create(
             model=args.model, messages=messages, max_tokens=args.max_tokens, temperature=0.0, stream=True
@@ -52,38 +54,40 @@ async def one_request(
         async for chunk in stream:
             for choice in chunk.choices or []:
                 if choice.delta is not None and choice.delta.content:
-                    if ttft is None:
-                        ttft = time.perf_counter() - started
+                    seen.setdefault("ttft", time.perf_counter() - started)
                     text.append(choice.delta.content)
         tokens = len(counter.encode("".join(text), add_special_tokens=False).ids)
-        return {"ok": True, "ttft": ttft, "e2e": time.perf_counter() - started, "tokens": tokens}
+        return {"ok": True, "ttft": seen.get("ttft"), "e2e": time.perf_counter() - started, "tokens": tokens}
     except Exception as error:  # noqa: BLE001 - a failed request is counted, not fatal
         return {"ok": False, "error": f"{type(error).__name__}: {str(error)[:200]}"}
 
 
 async def timed_level(client: Any, args: argparse.Namespace, conversations: list, counter: Any) -> dict:
     gate = asyncio.Semaphore(args.streams)
+    progress: list[dict] = [{} for _ in conversations]
 
-    texts: list[list[str]] = [[] for _ in conversations]
-
-    async def guarded(messages: list[dict[str, str]], text: list[str]) -> dict[str, Any]:
+    async def guarded(messages: list[dict[str, str]], seen: dict) -> dict[str, Any]:
         async with gate:
-            return await one_request(client, args, messages, counter, text)
+            return await one_request(client, args, messages, counter, seen)
 
     cpu_before, started, started_at = time.process_time(), time.perf_counter(), time.time()
-    tasks = [asyncio.create_task(guarded(c, t)) for c, t in zip(conversations, texts, strict=True)]
+    tasks = [asyncio.create_task(guarded(c, s)) for c, s in zip(conversations, progress, strict=True)]
     done, pending = await asyncio.wait(tasks, timeout=args.deadline)
     for task in pending:
         task.cancel()
-    wall = time.perf_counter() - started
+    ended = time.perf_counter()
+    wall = ended - started
     client_cpu = time.process_time() - cpu_before
     results = [t.result() for t in done if not t.cancelled() and t.exception() is None]
     ok = [r for r in results if r["ok"]]
-    ttfts = [r["ttft"] for r in ok if r["ttft"] is not None]
-    # every token streamed in the timed window, also those of requests the deadline cut short
-    tokens = sum(len(counter.encode("".join(t), add_special_tokens=False).ids) for t in texts)
+    # Requests cut by the deadline count too: their tokens, and for one still waiting for its first
+    # token, the time it had waited (a lower bound, so a server that never answers cannot look fast).
+    sent = [s for s in progress if "sent" in s]
+    ttfts = [s.get("ttft", ended - s["sent"]) for s in sent]
+    tokens = sum(len(counter.encode("".join(s["text"]), add_special_tokens=False).ids) for s in sent)
     return {
         "n_ok": len(ok), "n_err": len(results) - len(ok), "n_unfinished": len(pending),
+        "ttft_cut": sum(1 for s in sent if "ttft" not in s),
         "errors_sample": [r["error"] for r in results if not r["ok"]][:3], "wall_s": round(wall, 3),
         "started_at": started_at, "ended_at": time.time(), "output_tokens": tokens,
         "output_tok_per_s": round(tokens / wall, 2) if wall > 0 else None,

@@ -203,11 +203,11 @@ def run_server(tool: str, model_dir: Path, threads: int | None, prompts: dict[st
                     **context, "tool": tool, "threads": threads or "default", "workload": workload,
                     "streams": streams, "tok_s": result.get("output_tok_per_s") or 0.0,
                     "ttft_p50": result.get("ttft_p50_s"), "ttft_p99": result.get("ttft_p99_s"),
-                    "ok": result.get("n_ok", 0), "errors": result.get("n_err", 0) + result.get("n_unfinished", 0),
+                    "ok": result.get("n_ok", 0), "errors": result.get("n_err", 0), "cut": result.get("n_unfinished", 0),
                     "client_cores": round(result.get("client_cpu_s", 0.0) / wall, 2) if wall else None,
                     "torch_threads": watch.between(result.get("started_at", 0), result.get("ended_at", 0)),
                 }  # fmt: skip
-                if row["errors"] or not row["ok"]:
+                if row["errors"] or row["cut"] or not row["ok"]:
                     row["error_sample"] = result.get("errors_sample")
                 log(f"  {json.dumps(row)}")
                 results.append(row)
@@ -235,6 +235,7 @@ def cell(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     threads = sorted({t for r in rows for t in (r["torch_threads"] or [])})
     return {
         "tok_s": median([r["tok_s"] for r in rows]), "errors": sum(r["errors"] for r in rows),
+        "cut": sum(r.get("cut", 0) for r in rows),
         "ttft_p50": median([r["ttft_p50"] for r in rows if r["ttft_p50"] is not None]),
         "ttft_p99": median([r["ttft_p99"] for r in rows if r["ttft_p99"] is not None]),
         "client": median([r["client_cores"] for r in rows if r["client_cores"] is not None]),
@@ -246,7 +247,7 @@ def fmt_cell(c: dict[str, Any] | None) -> str:
     if not c:
         return "—"
     threads = f" [{c['threads']} thr]" if c["threads"] else ""
-    errors = f" ({c['errors']} err)" if c["errors"] else ""
+    errors = (f" ({c['cut']} cut)" if c["cut"] else "") + (f" ({c['errors']} err)" if c["errors"] else "")
     return (
         f"{c['tok_s']:,.0f} · {fmt_seconds(c['ttft_p50'])}/{fmt_seconds(c['ttft_p99'])} ms{threads}{errors}"
     )
@@ -277,8 +278,9 @@ def print_table(rows: list[dict[str, Any]], tools: list[str]) -> None:
         print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} |"
               f"{''.join(f' {fmt_cell(cells[t])} |' for t in tools)}{ratios} {client or 0:.2f} |")  # fmt: skip
     print(f"\ncells: median output tok/s · TTFT p50/p99 ms [torch threads {base}'s policy chose while timed]; "
-          "ratios: tok/s (higher is better) · TTFT p99 (lower is better); client cores: CPU the load "
-          "client used per second of its timed run, on the same cores")  # fmt: skip
+          "ratios: tok/s (higher is better) · TTFT p99 (lower is better); (N cut): requests the deadline "
+          "ended, whose tokens count and whose wait for a first token counts as their TTFT; client cores: CPU "
+          "the load client used per second of its timed run, on the same cores")  # fmt: skip
 
 
 def main() -> None:
