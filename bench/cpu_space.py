@@ -168,11 +168,12 @@ def llama_server(gguf: Path, where: list[str]) -> tuple[list[str], str] | str:
     if not LLAMA_SERVER.is_file():
         return f"no llama.cpp server binary at {LLAMA_SERVER} (make llama-server)"
     from gym.engine.cputhreads import ThreadPolicy
+    from gym.engine.llamacpp_backend import DEFAULT_CONTEXT
 
     threads = str(ThreadPolicy(set_threads=lambda n: None).apply(force=True))
     log(f"    llama-server threads: {threads}")
     return [str(LLAMA_SERVER), "--model", str(gguf), "--alias", "bench", "--parallel", "8", "--cont-batching",
-            "--ctx-size", str(4096 * 8), "--threads", threads, "--threads-batch", threads, "--no-webui",
+            "--ctx-size", str(DEFAULT_CONTEXT * 8), "--threads", threads, "--threads-batch", threads, "--no-webui",
             *where], "bench"  # fmt: skip
 
 

@@ -24,13 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-STREAMS, CHUNK = 8, 256
+STREAMS = 8
 
 
 def main() -> None:
     import llama_cpp as lib
 
     from gym.engine.cputhreads import ThreadPolicy
+    from gym.engine.llamacpp_backend import DEFAULT_CONTEXT, PREFILL_CHUNK
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("gguf", type=Path)
@@ -43,8 +44,8 @@ def main() -> None:
     model = lib.llama_model_load_from_file(str(args.gguf).encode(), lib.llama_model_default_params())
     threads = ThreadPolicy(set_threads=lambda n: None).apply(force=True)
     params = lib.llama_context_default_params()  # as the backend's context
-    params.n_ctx, params.n_seq_max, params.kv_unified = 4096 * STREAMS, STREAMS, True
-    params.n_batch = params.n_ubatch = CHUNK + STREAMS
+    params.n_ctx, params.n_seq_max, params.kv_unified = DEFAULT_CONTEXT * STREAMS, STREAMS, True
+    params.n_batch = params.n_ubatch = PREFILL_CHUNK + STREAMS
     params.n_threads = params.n_threads_batch = threads
     params.no_perf, params.flash_attn_type = True, lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     ctx = lib.llama_init_from_model(model, params)
@@ -64,8 +65,8 @@ def main() -> None:
         """tokens/s of ``n`` streams (prompt pass included) and the mean decode step."""
         started, prompt = time.perf_counter(), args.prompt_tokens
         rows = [(s, p, p == prompt - 1) for s in range(n) for p in range(prompt)]
-        for chunk in range(0, len(rows), CHUNK):
-            decode(rows[chunk : chunk + CHUNK])
+        for chunk in range(0, len(rows), PREFILL_CHUNK):
+            decode(rows[chunk : chunk + PREFILL_CHUNK])
         steps = [decode([(s, prompt + k, True) for s in range(n)]) for k in range(args.new_tokens)]
         wall = time.perf_counter() - started
         for s in range(n):
@@ -81,8 +82,8 @@ def main() -> None:
     passes = []
     for _ in range(args.ttft_runs):
         long = args.long_prompt_tokens
-        passes.append(sum(decode([(0, p, p == long - 1) for p in range(c, min(c + CHUNK, long))])
-                          for c in range(0, long, CHUNK)))  # fmt: skip
+        passes.append(sum(decode([(0, p, p == long - 1) for p in range(c, min(c + PREFILL_CHUNK, long))])
+                          for c in range(0, long, PREFILL_CHUNK)))  # fmt: skip
         lib.llama_memory_seq_rm(memory, 0, -1, -1)
     result["ttft_p50"] = statistics.median(passes)
     print(json.dumps(result), flush=True)

@@ -226,7 +226,7 @@ def median(values: list[float]) -> float | None:
 
 
 def fmt_seconds(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 1000:.0f}" if value < 1 else f"{value * 1000:,.0f}"
+    return "n/a" if value is None else f"{value * 1000:,.0f}"  # milliseconds
 
 
 def cell(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
