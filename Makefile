@@ -77,7 +77,10 @@ browser:
 		|| echo "chromium could not be installed: the headless page test will be skipped"
 
 # worksteal: an idle worker takes queued tests from the busy one (tests/conftest.py puts the slow files first).
+# The Space tests install a Space from its own requirements.txt into a venv of its own (tests/space_runtime.py):
+# built here once (about a minute) and kept in .venv-space/ until the requirements change.
 test: $(STAMP) $(QSTAMP) browser
+	$(BIN)/python -m tests.space_runtime
 	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -117,4 +120,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) $(QVENV) $(GVENV) .pytest_cache .ruff_cache .hypothesis outputs .bench
+	rm -rf $(VENV) $(QVENV) $(GVENV) .venv-space .pytest_cache .ruff_cache .hypothesis outputs .bench

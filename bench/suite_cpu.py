@@ -35,12 +35,13 @@ def _cpu() -> tuple[float, float]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Setup, call and teardown of one test (a module fixture's processes count where they are reaped)."""
-    started, (own, children) = time.monotonic(), _cpu()
+    began, started, (own, children) = time.time(), time.monotonic(), _cpu()
     yield
     own_after, children_after = _cpu()
     LOG.parent.mkdir(parents=True, exist_ok=True)
     record = {"id": item.nodeid, "wall": time.monotonic() - started, "own": own_after - own,
-              "children": children_after - children}  # fmt: skip
+              "children": children_after - children, "began": began,
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}  # fmt: skip
     with LOG.open("a", encoding="utf-8") as log:
         log.write(json.dumps(record) + "\n")
 

@@ -4,20 +4,21 @@ port from ``PORT``).
 
 The venv is built from the base interpreter, not the test venv, so a package the Space imports but does
 not list makes it fail here as it would on the Hub. pip resolves the requirements from PyPI (and its
-cache); torch is held to the CPU wheel pinned by ``constraints.txt``. One venv per distinct
-requirements file per test run (pytest-xdist's workers share it), reused by every Space started from
-such a folder; the last process of the run to exit removes it.
+cache); torch is held to the CPU wheel pinned by ``constraints.txt``. Building one takes about a minute
+of CPU, so venvs are kept under ``.venv-space/`` (``GYM_SPACE_VENVS``), one per distinct requirements
+file, constraints file and Python: a Space started from the same requirements reuses it, in this run or
+the next, and a changed requirements file gets a new one. Nothing else is ever installed into them.
+``make test`` builds the default Space's venv before pytest starts (``python -m tests.space_runtime``).
 """
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import hashlib
 import os
 import re
-import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import venv
@@ -28,15 +29,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-# One folder per test run, shared by pytest-xdist's workers (same run id): the venv is built once.
-RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
-ROOT = Path(tempfile.gettempdir()) / f"gym-space-venvs-{RUN}"
-BUILD_SECONDS: dict[str, float] = {}  # how long each venv took to build in this process
+ROOT = Path(os.environ.get("GYM_SPACE_VENVS") or REPO / ".venv-space")
 
 
 @contextmanager
 def _locked() -> Iterator[None]:
-    with open(f"{ROOT}.lock", "w") as lock:
+    """One builder at a time across pytest-xdist's workers (and concurrent runs)."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -44,29 +44,20 @@ def _locked() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _release() -> None:
-    """At exit: drop this process from the venvs' users; the last one out removes them."""
-    with _locked():
-        (ROOT / "users" / str(os.getpid())).unlink(missing_ok=True)
-        if ROOT.is_dir() and not any((ROOT / "users").iterdir()):
-            shutil.rmtree(ROOT, ignore_errors=True)
-            Path(f"{ROOT}.lock").unlink(missing_ok=True)
+def venv_key(requirements: str) -> str:
+    """What a Space venv is built from: its requirements, the pins it is held to, and the interpreter."""
+    pins = (REPO / "constraints.txt").read_text(encoding="utf-8")
+    blob = "\n".join((requirements, pins, sys.version, str(Path(sys.base_prefix).resolve())))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def space_python(space_folder: Path) -> Path:
-    """The interpreter of a fresh venv holding exactly what ``space_folder/requirements.txt`` asks for."""
+    """The interpreter of a venv holding exactly what ``space_folder/requirements.txt`` asks for."""
     requirements = (space_folder / "requirements.txt").read_text(encoding="utf-8")
-    folder = ROOT / hashlib.sha256(requirements.encode()).hexdigest()[:16]
+    folder = ROOT / venv_key(requirements)
     with _locked():  # another worker may be building it: wait, then reuse
-        user = ROOT / "users" / str(os.getpid())
-        if not user.exists():
-            user.parent.mkdir(parents=True, exist_ok=True)
-            user.touch()
-            atexit.register(_release)
         if not (folder / "ready").is_file():
-            started = time.monotonic()
             _build(folder, requirements)
-            BUILD_SECONDS[folder.name] = time.monotonic() - started
     return folder / "bin" / "python"
 
 
@@ -164,11 +155,31 @@ def log_in(page, key: str) -> None:
     page.locator("input").first.fill("reviewer")
     page.locator("input[type=password]").fill(key)
     page.get_by_role("button", name=re.compile("login", re.I)).click()
+    page.locator("input[type=password]").wait_for(
+        state="detached", timeout=60_000
+    )  # the chat has replaced it
+
+
+def _open_settings(page) -> None:
+    """Open the chat's Settings accordion. A click that lands while the page is still hydrating is lost
+    (the accordion stays shut), so click again until its first field shows, never toggling it shut."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    field = page.locator("input[type=number][aria-label='number input for Temperature']")
+    for attempt in range(3):
+        if not field.is_visible():
+            page.get_by_text("Settings", exact=True).first.click()
+        try:
+            field.wait_for(state="visible", timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
 
 
 def chat_on_page(page, message: str, *, temperature: float = 0.0, max_tokens: int = 16) -> str:
     """Set the chat's Settings, send ``message`` from the page's box and return the reply it shows."""
-    page.get_by_text("Settings", exact=True).first.click()
+    _open_settings(page)
     for label, value in (("Temperature", temperature), ("Max new tokens", max_tokens)):
         number = page.locator(f"input[type=number][aria-label='number input for {label}']")
         number.fill(f"{value:g}")
@@ -189,3 +200,19 @@ def chat_on_page(page, message: str, *, temperature: float = 0.0, max_tokens: in
         if now != shown:
             shown, since = now, time.monotonic()
     return shown
+
+
+def main() -> None:
+    """Build the venv of the Space `gym deploy` renders by default (transformers backend), before a test run."""
+    from gym.hub.space import SpaceSettings, render_space
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = render_space(Path(scratch) / "space",
+                              SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY"))  # fmt: skip
+        python = space_python(folder)
+    print(f"Space venv: {python.parent.parent} ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -60,14 +60,11 @@ def launch(
 
 
 def _launch_local(config: GymConfig, force: bool) -> None:
-    from gym.quiet import quiet_libraries
-
-    quiet_libraries()
     from gym.data.report import DataError
     from gym.hub.push import DeployError
     from gym.launch.local import run_local, summary_table
     from gym.model.loading import ModelError
-    from gym.train.checkpoints import ResumeError
+    from gym.train.errors import ResumeError
 
     try:
         from gym.eval import EvalError

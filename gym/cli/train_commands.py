@@ -39,7 +39,7 @@ def train(
     from gym.api.factory import build_serving_app
     from gym.data.report import DataError
     from gym.model.loading import ModelError
-    from gym.train.checkpoints import ResumeError
+    from gym.train.errors import ResumeError
     from gym.train.runner import run_training
     from gym.train.termination import Terminated, die_by_sigterm, sigterm_raises, where_a_rerun_resumes
 

@@ -109,7 +109,9 @@ def build_gguf(model_dir: Path, quant: str, name: str, scratch: Path, config: Gy
     from gym.export.gguf_export import convert_and_check, merged_model
     from gym.export.gguf_quality import llama_cpp_available, measure_quality
     from gym.hub.push import DeployError
+    from gym.quiet import quiet_libraries
 
+    quiet_libraries()
     try:
         merged = merged_model(model_dir, scratch, echo)
         path = convert_and_check(merged, scratch / name, quant, echo)

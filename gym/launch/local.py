@@ -86,7 +86,9 @@ def stage_eval(config: GymConfig, echo: Callable[[str], None] = print) -> StageO
         return StageOutcome("skipped", "eval.tasks is empty")
     from gym.eval import evaluate
     from gym.hub.payload import is_training_free
+    from gym.quiet import quiet_libraries
 
+    quiet_libraries()  # before the model loads (a stage that is skipped never imports the stack)
     if is_training_free(config.output_path):  # the frozen base with and without its library
         report = evaluate(config, experiences=config.output_path / "experiences.json")
     else:

@@ -26,6 +26,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from gym.files import atomic_write_text
+from gym.train.errors import ResumeError
 
 MARKER = "gym_complete.json"
 # Keys that may change between a run and its resumption: how long to train and how to log or save.
@@ -41,10 +42,6 @@ RESUMABLE_CHANGES = {
     "cpu_threads",
 }
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-class ResumeError(Exception):
-    """``train.resume`` names something that cannot be resumed from."""
 
 
 def training_fingerprint(config: Any, data: str = "") -> str:

@@ -61,6 +61,7 @@ repo_id = "{model}"
 [space]
 repo_id = "{space}"
 hf_token_env = "HF_READ_TOKEN"
+hardware = "t4-small"  # GPU hardware: the Space serves the pushed weights (a CPU Space's GGUF is tests/hub's)
 """
 
 REPOSITORY = {

@@ -224,8 +224,10 @@ def test_push_to_main_trains_on_two_ranks_pushes_once_and_the_space_serves_it(lo
     assert_nothing_leaked(loop, done.stdout, done.stderr, space_log)
 
 
+@pytest.mark.parametrize("loop", [1], indirect=True)  # one rank: the push test above covers two
 def test_labelled_pr_reports_back_after_the_action_has_ended(loop: Loop) -> None:
     """wait=false: the action posts the plan and ends; the job edits the same comment and sets the status."""
+    (loop.workspace / "gym.toml").write_text(SFT.replace('"L4:2"', '"L4:1"'))
     github = loop.github
     github.pulls[8] = {"head_repo": "acme/models"}
     github.files[8] = [("gym.toml", "modified")]

@@ -1,8 +1,11 @@
 """A person in headless Chromium clicks through Config → Train → Chat of a running `gym webui`; a
-screenshot of each tab is kept in tests/artifacts/."""
+screenshot of each tab is kept in tests/artifacts/. On the same running UI, whose tuned model is then a
+text-only LoRA: an attached image is refused with one sentence, and the typed text and the image stay
+in the box; an unreadable file is named."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,15 +13,19 @@ import pytest
 
 from tests.browser import screenshot
 from tests.webui.conftest import start_webui, stop_process, write_project
+from tests.webui.test_chat_images import _ask
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def served(tmp_path: Path, webui_env: dict[str, str]) -> Iterator[tuple[str, Path]]:
-    write_project(tmp_path, steps=8, save_steps=4)
-    url, process = start_webui(tmp_path, webui_env)
-    yield url, tmp_path
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, webui_env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+    """One `gym webui` for the module (a start is a gradio and torch import): the browser test trains
+    its model, then the image test chats with it."""
+    folder = tmp_path_factory.mktemp("page")
+    write_project(folder, steps=8, save_steps=4)
+    url, process = start_webui(folder, webui_env)
+    yield url, folder
     stop_process(process)
 
 
@@ -82,3 +89,47 @@ def api_answer(model: str | Path, env: dict[str, str]) -> str:
         return reply.choices[0].message.content or ""
     finally:
         stop(process)
+
+
+def test_an_image_for_a_text_only_model_is_refused_and_nothing_is_lost(
+    served: tuple[str, Path], webui_env: dict[str, str], tmp_path: Path, page
+) -> None:
+    from PIL import Image
+
+    from gym.model.builtin import ensure_builtin
+
+    url, folder = served
+    if not (folder / "outputs" / "run" / "adapter_config.json").is_file():  # run alone: no trained LoRA yet
+        model = ensure_builtin("builtin:tiny", root=Path(webui_env["XDG_CACHE_HOME"]) / "gym" / "builtin")
+        shutil.copytree(model, folder / "outputs" / "run", dirs_exist_ok=True)
+    image = tmp_path / "red.png"
+    Image.new("RGB", (40, 40), (220, 30, 30)).save(image)
+    broken = tmp_path / "broken.png"
+    broken.write_text("not a picture")
+    page.goto(url)
+    page.get_by_role("tab", name="Chat").click()
+
+    _ask(page, "Reverse: a b", [broken])
+    note = page.locator("#chat-note")
+    note.get_by_text("broken.png is not an image this chat can read").wait_for()
+    assert page.locator("#chat-input textarea").input_value() == "Reverse: a b"
+    page.locator("#chat-input .thumbnail-item button").first.click()  # remove it; attach a real image
+    page.locator("#chat-input .thumbnail-item").first.wait_for(state="detached")
+
+    _ask(page, "Reverse: a b", [image])
+    note.get_by_text("is a text-only model and cannot read images").wait_for(timeout=120_000)
+    text = note.inner_text()
+    assert text.startswith(f"✗ the tuned model in {folder / 'outputs' / 'run'} is a text-only model"), text
+    assert "remove the image to send the text alone" in text and "still in the box" in text
+    assert "Traceback" not in text
+    assert page.locator("#chat-input textarea").input_value() == "Reverse: a b"  # nothing typed is lost
+    assert page.locator("#chat-input .thumbnail-item").count() == 1  # nor the image
+    assert page.locator("#chat-tuned .message").count() == 0  # nothing half-sent into the conversation
+    assert page.locator("#chat-base .message").count() == 0
+    screenshot(page, "webui_chat_text_only_image.png")
+
+    page.locator("#chat-input .thumbnail-item button").first.click()  # as the sentence says
+    page.locator("#chat-send").click()
+    note.get_by_text("done").wait_for(timeout=120_000)
+    assert "Reverse: a b" in page.locator("#chat-tuned").inner_text()
+    assert "Reverse: a b" in page.locator("#chat-base").inner_text()
