@@ -213,6 +213,14 @@ def load_rows(dataset: DatasetConfig, base_dir: Path) -> Dataset | SalvagedRows:
     return rows
 
 
+def media_folder(dataset: DatasetConfig, base_dir: Path) -> Path:
+    """Where the dataset's relative image paths resolve: its folder (a file's parent), else gym.toml's."""
+    if dataset.path is None:
+        return base_dir
+    path = local_path(dataset, base_dir)
+    return path if path.is_dir() else path.parent
+
+
 def load_examples(dataset: DatasetConfig, base_dir: Path) -> tuple[list[Example], DataReport]:
     """Every row converted with the dataset's format; bad rows skipped and reported.
 
@@ -221,11 +229,8 @@ def load_examples(dataset: DatasetConfig, base_dir: Path) -> tuple[list[Example]
     """
     name = str(dataset.name)
     rows = load_rows(dataset, base_dir)  # first: every path problem is one sentence from here
-    if dataset.path is not None:
-        path = local_path(dataset, base_dir)
-        media_dir, source = (path if path.is_dir() else path.parent), str(path)
-    else:
-        media_dir, source = base_dir, f"hub:{dataset.hub}"
+    media_dir = media_folder(dataset, base_dir)
+    source = str(local_path(dataset, base_dir)) if dataset.path is not None else f"hub:{dataset.hub}"
     ctx = Context(
         columns=dict(dataset.columns),
         tags=dict(dataset.tags),

@@ -38,7 +38,7 @@ from gym.data.columns import (
     map_batches,
     to_dataset,
 )
-from gym.data.loading import data_files, load_examples, local_path, split_eval
+from gym.data.loading import data_files, load_examples, local_path, media_folder, split_eval
 from gym.data.report import BadExample, DataReport, summary_text
 from gym.data.templates import apply_template, probe_end_of_turn
 from gym.data.tokenize import (
@@ -314,6 +314,11 @@ def prepare_data(
     tokens = _vision_tokens(config, tokenizer, vision)
     if tokens is not None:
         parts["vision"] = tokens.fingerprint()
+        # the prepared rows hold absolute image paths: a copy of the project elsewhere (or one whose
+        # earlier folder is gone) must not reuse rows that point into another folder
+        parts["media"] = [
+            str(media_folder(dataset, config.base_dir).resolve()) for dataset in config.datasets
+        ]
     folder = cache_root() / cache_key(parts)
     if use_cache and (folder / DONE).is_file():
         return checked(_load_cached(folder), config, check)

@@ -243,3 +243,27 @@ def test_image_rows_prepared_without_the_model_layer_are_refused_not_dropped(tmp
     with pytest.raises(DataError, match=r"1 rows have images \(first: row 0\)"):
         prepare_data(config, load_tokenizer(config), use_cache=False)
     assert model_vision(config).known() is True  # the model reads images: only the caller left it out
+
+
+def test_a_copied_project_gets_its_own_image_paths_not_the_cached_ones(tmp_path: Path) -> None:
+    """The same rows in another folder hash alike, but the prepared rows hold absolute image paths: the
+    copy must get paths into its own folder, also once the first folder is gone."""
+    import shutil
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "images").mkdir(parents=True)
+    (first / "images" / "red.png").write_bytes(_png((220, 30, 30)))
+    row = {"messages": [{"role": "user", "content": [{"type": "image", "image": "images/red.png"},
+                                                     {"type": "text", "text": "Colour?"}]},
+                        {"role": "assistant", "content": "red"}]}  # fmt: skip
+    (first / "train.jsonl").write_text(json.dumps(row) + "\n")
+    config = _config(first, "train.jsonl")
+    tokenizer = load_tokenizer(config)
+    assert prepare_data(config, tokenizer, vision=model_vision(config)).train[0]["images"] == [
+        str(first / "images" / "red.png")
+    ]
+    shutil.copytree(first, second)
+    shutil.rmtree(first)
+    copied = _config(second, "train.jsonl")
+    (image,) = prepare_data(copied, tokenizer, vision=model_vision(copied)).train[0]["images"]
+    assert image == str(second / "images" / "red.png") and Path(image).is_file()
