@@ -5,6 +5,7 @@ in the box; an unreadable file is named."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,27 +69,46 @@ def test_config_train_chat_in_a_browser(served: tuple[str, Path], webui_env: dic
     tuned = page.locator("#chat-tuned [data-testid='bot']").last.inner_text()
     base = page.locator("#chat-base [data-testid='bot']").last.inner_text()
     assert screenshot(page, "webui_chat.png").stat().st_size > 20_000
-    # the reference: `gym serve` of the same two models answering the same message at temperature 0
+    # the reference: `gym serve`'s app for the same two models answering the same message at temperature 0
     references = api_answer(folder / "outputs" / "run", webui_env), api_answer("builtin:tiny", webui_env)
     assert (tuned, base) == references
     assert "Reverse: a b" not in (tuned, base)
 
 
 def api_answer(model: str | Path, env: dict[str, str]) -> str:
-    """`gym serve MODEL`'s /v1/chat/completions answer to 'Reverse: a b' at temperature 0, 12 tokens."""
-    import openai
+    """`gym serve MODEL`'s app answering 'Reverse: a b' at temperature 0, 12 tokens: the app is built in
+    this process (the same factory and engine as the command, without another torch import), on one
+    thread as the UI's own process runs, and asked over HTTP through Starlette's test client."""
+    import torch
+    from fastapi.testclient import TestClient
 
-    from tests.api.conftest import start_server, stop
+    from gym.api.factory import build_serving_app
 
-    url, process = start_server([str(model)], env)
+    saved, threads = (
+        {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "HF_HUB_OFFLINE")},
+        torch.get_num_threads(),
+    )
+    os.environ.update(XDG_CACHE_HOME=env["XDG_CACHE_HOME"], HF_HUB_OFFLINE="1")
+    torch.set_num_threads(1)
     try:
-        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
-        (served,) = [m.id for m in client.models.list().data]
-        messages = [{"role": "user", "content": "Reverse: a b"}]
-        reply = client.chat.completions.create(model=served, messages=messages, max_tokens=12, temperature=0)
-        return reply.choices[0].message.content or ""
+        app = build_serving_app(str(model))
+        try:
+            with TestClient(app) as client:
+                (served,) = [entry["id"] for entry in client.get("/v1/models").json()["data"]]
+                body = {"model": served, "messages": [{"role": "user", "content": "Reverse: a b"}],
+                        "max_tokens": 12, "temperature": 0}  # fmt: skip
+                reply = client.post("/v1/chat/completions", json=body)
+                assert reply.status_code == 200, reply.text
+                return reply.json()["choices"][0]["message"]["content"] or ""
+        finally:
+            app.state.backend.close()
     finally:
-        stop(process)
+        torch.set_num_threads(threads)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def test_an_image_for_a_text_only_model_is_refused_and_nothing_is_lost(
