@@ -4,11 +4,12 @@ port from ``PORT``).
 
 The venv is built from the base interpreter, not the test venv, so a package the Space imports but does
 not list makes it fail here as it would on the Hub. pip resolves the requirements from PyPI (and its
-cache); torch is held to the CPU wheel pinned by ``constraints.txt``. Building one takes about a minute
-of CPU, so venvs are kept under ``.venv-space/`` (``GYM_SPACE_VENVS``), one per distinct requirements
-file, constraints file and Python: a Space started from the same requirements reuses it, in this run or
-the next, and a changed requirements file gets a new one. Nothing else is ever installed into them.
-``make test`` builds the default Space's venv before pytest starts (``python -m tests.space_runtime``).
+cache) and compiles their bytecode, as a Space's image build does; torch is held to the CPU wheel
+pinned by ``constraints.txt``. A build takes a minute or two of CPU, so venvs are kept under
+``.venv-space/`` (``GYM_SPACE_VENVS``), one per distinct requirements file, constraints file and Python:
+a Space started from the same requirements reuses it, in this run or the next, and a changed
+requirements file gets a new one. Nothing else is ever installed into them. ``make test`` builds the
+default Space's venv before pytest starts (``python -m tests.space_runtime``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _build(folder: Path, requirements: str) -> None:
     venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(folder)
     (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
     done = subprocess.run(
-        [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
          "-r", str(folder / "requirements.txt"), "-c", str(REPO / "constraints.txt")],
         env=_clean_env(folder, Path(tempfile.gettempdir())), capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
