@@ -203,16 +203,55 @@ def chat_on_page(page, message: str, *, temperature: float = 0.0, max_tokens: in
     return shown
 
 
+def llama_cpp_wheel() -> Path | None:
+    """The llama-cpp-python 0.3.36 wheel `make gguf` left in pip's cache (a GGUF Space's venv needs it:
+    llama.cpp's prebuilt-wheel index cannot be reached from here), or None."""
+    cache = Path.home() / ".cache" / "pip" / "wheels"
+    return next(iter(sorted(cache.rglob("llama_cpp_python-0.3.36-*.whl"))), None) if cache.is_dir() else None
+
+
+@contextmanager
+def llama_cpp_pip(wheel: Path) -> Iterator[None]:
+    """pip settings under which a GGUF Space's requirements install offline: the cached wheel is found
+    through PIP_FIND_LINKS, and the unreachable index is given up at once."""
+    saved = {key: os.environ.get(key) for key in ("PIP_FIND_LINKS", "PIP_RETRIES")}
+    os.environ["PIP_FIND_LINKS"] = " ".join(filter(None, (saved["PIP_FIND_LINKS"], str(wheel.parent))))
+    os.environ["PIP_RETRIES"] = "0"
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main() -> None:
-    """Build the venv of the Space `gym deploy` renders by default (transformers backend), before a test run."""
+    """Build the venvs of the Spaces the suite starts, before a test run: the default (transformers)
+    Space's, and a GGUF Space's when llama-cpp-python's wheel is in pip's cache (else its test skips)."""
     from gym.hub.space import SpaceSettings, render_space
 
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = render_space(Path(scratch) / "space",
-                              SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY"))  # fmt: skip
-        python = space_python(folder)
-    print(f"Space venv: {python.parent.parent} ({time.monotonic() - started:.0f} s)")
+    wanted = [("transformers", SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY"))]  # fmt: skip
+    wheel = llama_cpp_wheel()
+    if wheel is not None:
+        wanted.append(
+            ("llamacpp", SpaceSettings("acme/tiny", "acme/tiny-chat", backend="llamacpp", gguf="f16"))
+        )
+    for backend, settings in wanted:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = render_space(Path(scratch) / "space", settings)
+            try:
+                if backend == "llamacpp":
+                    with llama_cpp_pip(wheel):
+                        python = space_python(folder)
+                else:
+                    python = space_python(folder)
+            except AssertionError as error:  # the Space test that needs it reports the same pip error
+                print(f"Space venv ({backend}) not built: {str(error).splitlines()[0]}")
+                continue
+        print(f"Space venv ({backend}): {python.parent.parent} ({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

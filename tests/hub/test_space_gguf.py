@@ -9,7 +9,6 @@ through PIP_FIND_LINKS, so nothing compiles here. Without that wheel the test sk
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -17,32 +16,24 @@ import pytest
 
 from gym.hub.space import SpaceSettings, render_space
 from tests.api.conftest import free_port
-from tests.space_runtime import api_answer, start_space, wait_healthy
+from tests.space_runtime import api_answer, llama_cpp_pip, llama_cpp_wheel, start_space, wait_healthy
 
 pytestmark = pytest.mark.slow
 KEY = "sk-gguf-space-key"
 MESSAGE = "Reverse: a b"
 
 
-def _llama_cpp_wheel() -> Path | None:
-    cache = Path.home() / ".cache" / "pip" / "wheels"
-    return next(iter(sorted(cache.rglob("llama_cpp_python-0.3.36-*.whl"))), None) if cache.is_dir() else None
-
-
 def test_cpu_space_serves_the_gguf_file_with_the_full_precision_answer(
-    tiny_dir: Path, cache_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_dir: Path, cache_root: Path, tmp_path: Path
 ) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gym.export import convert_to_gguf
 
-    wheel = _llama_cpp_wheel()
+    wheel = llama_cpp_wheel()
     if wheel is None:
         pytest.skip("no llama-cpp-python 0.3.36 wheel in pip's cache: run `make gguf` (it builds one)")
-    links = " ".join(filter(None, (os.environ.get("PIP_FIND_LINKS"), str(wheel.parent))))
-    monkeypatch.setenv("PIP_FIND_LINKS", links)  # the Space venv's pip reads PIP_* settings, keeps its others
-    monkeypatch.setenv("PIP_RETRIES", "0")  # the prebuilt-wheel index cannot be reached from here
     model = tmp_path / "model"
     model.mkdir()
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
@@ -59,7 +50,8 @@ def test_cpu_space_serves_the_gguf_file_with_the_full_precision_answer(
         "HF_HUB_OFFLINE": "1",
         "XDG_CACHE_HOME": str(cache_root),
     }
-    space = start_space(folder, free_port(), env, home=tmp_path / "home")
+    with llama_cpp_pip(wheel):  # the Space venv's pip reads PIP_* settings (make test has usually built it)
+        space = start_space(folder, free_port(), env, home=tmp_path / "home")
     try:
         wait_healthy(space, timeout=600)
         answer = api_answer(space.url, KEY, "acme/tiny", MESSAGE, max_tokens=12)
