@@ -24,9 +24,11 @@ import tempfile
 import time
 import venv
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -156,9 +158,8 @@ def log_in(page, key: str) -> None:
     page.locator("input").first.fill("reviewer")
     page.locator("input[type=password]").fill(key)
     page.get_by_role("button", name=re.compile("login", re.I)).click()
-    page.locator("input[type=password]").wait_for(
-        state="detached", timeout=60_000
-    )  # the chat has replaced it
+    # the chat replaces the form once the key is accepted
+    page.locator("input[type=password]").wait_for(state="detached", timeout=60_000)
 
 
 def _open_settings(page) -> None:
@@ -203,6 +204,13 @@ def chat_on_page(page, message: str, *, temperature: float = 0.0, max_tokens: in
     return shown
 
 
+def gguf_space_settings() -> Any:
+    """The GGUF Space tests/hub/test_space_gguf.py starts (an f16 file of builtin:tiny, llama.cpp backend)."""
+    from gym.hub.space import SpaceSettings
+
+    return SpaceSettings(model_repo="acme/tiny", space_repo="acme/tiny-chat", backend="llamacpp", gguf="f16")
+
+
 def llama_cpp_wheel() -> Path | None:
     """The llama-cpp-python 0.3.36 wheel `make gguf` left in pip's cache (a GGUF Space's venv needs it:
     llama.cpp's prebuilt-wheel index cannot be reached from here), or None."""
@@ -210,21 +218,11 @@ def llama_cpp_wheel() -> Path | None:
     return next(iter(sorted(cache.rglob("llama_cpp_python-0.3.36-*.whl"))), None) if cache.is_dir() else None
 
 
-@contextmanager
-def llama_cpp_pip(wheel: Path) -> Iterator[None]:
-    """pip settings under which a GGUF Space's requirements install offline: the cached wheel is found
-    through PIP_FIND_LINKS, and the unreachable index is given up at once."""
-    saved = {key: os.environ.get(key) for key in ("PIP_FIND_LINKS", "PIP_RETRIES")}
-    os.environ["PIP_FIND_LINKS"] = " ".join(filter(None, (saved["PIP_FIND_LINKS"], str(wheel.parent))))
-    os.environ["PIP_RETRIES"] = "0"
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def llama_cpp_pip(wheel: Path) -> Any:
+    """pip settings under which a GGUF Space's requirements install offline (a context manager): the
+    cached wheel is found through PIP_FIND_LINKS, and the unreachable index is given up at once."""
+    links = " ".join(filter(None, (os.environ.get("PIP_FIND_LINKS"), str(wheel.parent))))
+    return mock.patch.dict(os.environ, {"PIP_FIND_LINKS": links, "PIP_RETRIES": "0"})
 
 
 def main() -> None:
@@ -232,26 +230,21 @@ def main() -> None:
     Space's, and a GGUF Space's when llama-cpp-python's wheel is in pip's cache (else its test skips)."""
     from gym.hub.space import SpaceSettings, render_space
 
-    wanted = [("transformers", SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY"))]  # fmt: skip
+    default = SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY")
+    wanted = [(default, nullcontext())]
     wheel = llama_cpp_wheel()
     if wheel is not None:
-        wanted.append(
-            ("llamacpp", SpaceSettings("acme/tiny", "acme/tiny-chat", backend="llamacpp", gguf="f16"))
-        )
-    for backend, settings in wanted:
+        wanted.append((gguf_space_settings(), llama_cpp_pip(wheel)))
+    for settings, pip_settings in wanted:
         started = time.monotonic()
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, pip_settings:
             folder = render_space(Path(scratch) / "space", settings)
             try:
-                if backend == "llamacpp":
-                    with llama_cpp_pip(wheel):
-                        python = space_python(folder)
-                else:
-                    python = space_python(folder)
+                python = space_python(folder)
             except AssertionError as error:  # the Space test that needs it reports the same pip error
-                print(f"Space venv ({backend}) not built: {str(error).splitlines()[0]}")
+                print(f"Space venv ({settings.backend}) not built: {str(error).splitlines()[0]}")
                 continue
-        print(f"Space venv ({backend}): {python.parent.parent} ({time.monotonic() - started:.0f} s)")
+        print(f"Space venv ({settings.backend}): {python.parent.parent} ({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

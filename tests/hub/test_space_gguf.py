@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from gym.hub.space import SpaceSettings, render_space
+from gym.hub.space import render_space
 from tests.api.conftest import free_port
-from tests.space_runtime import api_answer, llama_cpp_pip, llama_cpp_wheel, start_space, wait_healthy
+from tests.space_runtime import (
+    api_answer,
+    gguf_space_settings,
+    llama_cpp_pip,
+    llama_cpp_wheel,
+    start_space,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.slow
 KEY = "sk-gguf-space-key"
@@ -39,10 +46,7 @@ def test_cpu_space_serves_the_gguf_file_with_the_full_precision_answer(
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(tiny_dir / name, model / name)
     convert_to_gguf(tiny_dir, model / "tiny-f16.gguf", "f16")
-    settings = SpaceSettings(
-        model_repo="acme/tiny", space_repo="acme/tiny-chat", backend="llamacpp", gguf="f16"
-    )
-    folder = render_space(tmp_path / "space", settings)
+    folder = render_space(tmp_path / "space", gguf_space_settings())  # as make test renders it for its venv
     assert "llama-cpp-python==0.3.36" in (folder / "requirements.txt").read_text().splitlines()
     env = {
         "GYM_MODEL": str(model),
@@ -50,7 +54,7 @@ def test_cpu_space_serves_the_gguf_file_with_the_full_precision_answer(
         "HF_HUB_OFFLINE": "1",
         "XDG_CACHE_HOME": str(cache_root),
     }
-    with llama_cpp_pip(wheel):  # the Space venv's pip reads PIP_* settings (make test has usually built it)
+    with llama_cpp_pip(wheel):  # the Space venv's pip reads PIP_* settings
         space = start_space(folder, free_port(), env, home=tmp_path / "home")
     try:
         wait_healthy(space, timeout=600)

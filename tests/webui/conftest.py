@@ -131,6 +131,15 @@ def webui(tmp_path_factory: pytest.TempPathFactory, webui_env: dict[str, str]) -
     stop_process(process)
 
 
+def ask(page, text: str, images: list[Path]) -> None:
+    """Type ``text``, attach ``images`` with the box's upload button, press Send."""
+    page.locator("#chat-input textarea").fill(text)
+    if images:
+        page.locator("#chat-input input[type=file]").set_input_files([str(p) for p in images])
+        page.locator("#chat-input .thumbnail-item").nth(len(images) - 1).wait_for()
+    page.locator("#chat-send").click()
+
+
 def wait_for_state(client, states: tuple[str, ...], timeout: float = 300) -> dict:
     """Poll /run_status until the run is in one of ``states``; the last status."""
     deadline = time.monotonic() + timeout

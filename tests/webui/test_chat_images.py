@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import screenshot
-from tests.webui.conftest import start_webui, stop_process
+from tests.webui.conftest import ask, start_webui, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -43,15 +43,6 @@ batch_size = 16
 max_length = 64
 save_steps = 50
 """
-
-
-def _ask(page, text: str, images: list[Path]) -> None:
-    """Type ``text``, attach ``images`` with the box's upload button, press Send."""
-    page.locator("#chat-input textarea").fill(text)
-    if images:
-        page.locator("#chat-input input[type=file]").set_input_files([str(p) for p in images])
-        page.locator("#chat-input .thumbnail-item").nth(len(images) - 1).wait_for()
-    page.locator("#chat-send").click()
 
 
 def _last_reply(page, chatbot: str) -> str:
@@ -96,7 +87,7 @@ def test_an_uploaded_image_is_answered_by_the_vision_model(vision_project: tuple
     answers = {}
     for turn, row in enumerate(rows[:2]):  # held-out images: red, then green (the test split cycles colours)
         colour = row["messages"][-1]["content"]
-        _ask(page, QUESTION, [folder / "data" / row["images"][0]])
+        ask(page, QUESTION, [folder / "data" / row["images"][0]])
         # the box is emptied only when the whole turn has ended (the note's "done" may still be the last turn's)
         expect(page.locator("#chat-input textarea")).to_have_value("", timeout=120_000)
         expect(page.locator("#chat-input .thumbnail-item")).to_have_count(0)

@@ -9,12 +9,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from tests.browser import screenshot
-from tests.webui.conftest import start_webui, stop_process, write_project
-from tests.webui.test_chat_images import _ask
+from tests.webui.conftest import ask, start_webui, stop_process, write_project
 
 pytestmark = pytest.mark.slow
 
@@ -84,31 +84,23 @@ def api_answer(model: str | Path, env: dict[str, str]) -> str:
 
     from gym.api.factory import build_serving_app
 
-    saved, threads = (
-        {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "HF_HUB_OFFLINE")},
-        torch.get_num_threads(),
-    )
-    os.environ.update(XDG_CACHE_HOME=env["XDG_CACHE_HOME"], HF_HUB_OFFLINE="1")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        app = build_serving_app(str(model))
-        try:
-            with TestClient(app) as client:
-                (served,) = [entry["id"] for entry in client.get("/v1/models").json()["data"]]
-                body = {"model": served, "messages": [{"role": "user", "content": "Reverse: a b"}],
-                        "max_tokens": 12, "temperature": 0}  # fmt: skip
-                reply = client.post("/v1/chat/completions", json=body)
-                assert reply.status_code == 200, reply.text
-                return reply.json()["choices"][0]["message"]["content"] or ""
-        finally:
-            app.state.backend.close()
+        with mock.patch.dict(os.environ, XDG_CACHE_HOME=env["XDG_CACHE_HOME"], HF_HUB_OFFLINE="1"):
+            app = build_serving_app(str(model))
+            try:
+                with TestClient(app) as client:
+                    (served,) = [entry["id"] for entry in client.get("/v1/models").json()["data"]]
+                    body = {"model": served, "messages": [{"role": "user", "content": "Reverse: a b"}],
+                            "max_tokens": 12, "temperature": 0}  # fmt: skip
+                    reply = client.post("/v1/chat/completions", json=body)
+                    assert reply.status_code == 200, reply.text
+                    return reply.json()["choices"][0]["message"]["content"] or ""
+            finally:
+                app.state.backend.close()
     finally:
         torch.set_num_threads(threads)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def test_an_image_for_a_text_only_model_is_refused_and_nothing_is_lost(
@@ -129,14 +121,14 @@ def test_an_image_for_a_text_only_model_is_refused_and_nothing_is_lost(
     page.goto(url)
     page.get_by_role("tab", name="Chat").click()
 
-    _ask(page, "Reverse: a b", [broken])
+    ask(page, "Reverse: a b", [broken])
     note = page.locator("#chat-note")
     note.get_by_text("broken.png is not an image this chat can read").wait_for()
     assert page.locator("#chat-input textarea").input_value() == "Reverse: a b"
     page.locator("#chat-input .thumbnail-item button").first.click()  # remove it; attach a real image
     page.locator("#chat-input .thumbnail-item").first.wait_for(state="detached")
 
-    _ask(page, "Reverse: a b", [image])
+    ask(page, "Reverse: a b", [image])
     note.get_by_text("is a text-only model and cannot read images").wait_for(timeout=120_000)
     text = note.inner_text()
     assert text.startswith(f"✗ the tuned model in {folder / 'outputs' / 'run'} is a text-only model"), text
