@@ -78,7 +78,8 @@ browser:
 
 # worksteal: an idle worker takes queued tests from the busy one (tests/conftest.py puts the slow files first).
 # The Space tests install a Space from its own requirements.txt into a venv of its own (tests/space_runtime.py):
-# built here once (about a minute) and kept in .venv-space/ until the requirements change.
+# built here once (a few minutes: the default Space's and, with `make gguf`'s wheel, the GGUF Space's) and kept
+# in .venv-space/ until the requirements change.
 test: $(STAMP) $(QSTAMP) browser
 	$(BIN)/python -m tests.space_runtime
 	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)

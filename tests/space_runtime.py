@@ -9,7 +9,7 @@ pinned by ``constraints.txt``. A build takes a minute or two of CPU, so venvs ar
 ``.venv-space/`` (``GYM_SPACE_VENVS``), one per distinct requirements file, constraints file and Python:
 a Space started from the same requirements reuses it, in this run or the next, and a changed
 requirements file gets a new one. Nothing else is ever installed into them. ``make test`` builds the
-default Space's venv before pytest starts (``python -m tests.space_runtime``).
+venvs of the Spaces the suite starts before pytest does (``python -m tests.space_runtime``).
 """
 
 from __future__ import annotations

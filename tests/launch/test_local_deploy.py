@@ -87,16 +87,10 @@ def test_launch_pushes_once_and_a_failed_push_is_retried(tmp_path: Path) -> None
             ["launch", "gym.toml"], tmp_path, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN, PYTHONPROFILEIMPORTTIME="1"
         )
         assert again.returncode == 0 and again.stdout.count("already done for this config") == 3
-        imported = {
-            line.rsplit("|", 1)[-1].strip()
-            for line in again.stderr.splitlines()
-            if line.startswith("import time:")
-        }
-        assert imported and not imported & {
-            "torch",
-            "transformers",
-            "peft",
-        }  # a finished run costs no model imports
+        imported = {line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines()
+                    if line.startswith("import time:")}  # fmt: skip
+        model_stack = {"torch", "transformers", "peft"}
+        assert imported and not imported & model_stack  # a finished run costs no model imports
         assert hub.state.commits == [
             "model:acme/local-push"
         ]  # a rerun (or a recovered job) never pushes twice

@@ -39,6 +39,7 @@ def test_fastest_threads_are_measured_on_the_first_steps(tmp_path: Path) -> None
     assert "train.cpu_threads = 'fastest': the thread count is measured" in done.stderr  # said up front
 
 
+@pytest.mark.slow  # it trains
 def test_pinned_threads_skip_the_measurement(tmp_path: Path) -> None:
     """In this process (its torch already runs on the one thread the config pins): nothing is measured."""
     from gym.config import load_config
