@@ -21,7 +21,8 @@ venv: $(STAMP)
 
 # GPTQ/AWQ (the `quantize` extra): GPTQModel 7.6.0 pins numpy < 2.3, so it lives in an overlay venv that
 # sees the main one through a .pth file and holds only what GPTQModel changes (numpy, its own packages).
-# tests/model/test_quantized.py runs the quantize -> LoRA -> serve -> export flow in it.
+# tests/model/test_quantized.py runs the quantize -> LoRA -> serve -> export flow in it. GPTQModel compiles
+# its CPU packing kernel on first use (~30 s on 2 cores): built here, into Gym's cache, where the flow finds it.
 QVENV  := .venv-quant
 QSTAMP := $(QVENV)/.installed
 $(QSTAMP): $(STAMP)
@@ -29,6 +30,9 @@ $(QSTAMP): $(STAMP)
 	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
 		> "$$($(QVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
 	$(QVENV)/bin/python -m pip install -q -c constraints.txt "gptqmodel==7.6.0" "optimum>=1.20"
+	$(QVENV)/bin/python -c "from gym.model.quantized import gptqmodel_environment; gptqmodel_environment(); \
+		from gptqmodel.utils.cpp import load_pack_block_extension; assert load_pack_block_extension()" \
+		> $(QVENV)/kernel-build.log 2>&1 || echo "GPTQModel's CPU kernel did not build now (see $(QVENV)/kernel-build.log): it builds on first use"
 	touch $(QSTAMP)
 
 quant: $(QSTAMP)

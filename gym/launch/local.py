@@ -5,9 +5,10 @@ The deploy stage pushes the model and creates or updates its Space when gym.toml
 eval, card, deploy and the results line run on rank 0 alone, so a run makes one model commit.
 
 Each stage is a function of the :class:`GymConfig` that returns what it produced. A small JSON state
-file in ``output_dir`` records which stages finished for which resolved config (a hash of it), so
-rerunning the same command after a crash or a success redoes only what is missing; a changed config
-or ``--force`` reruns everything from the first stage the change affects (here: all of them).
+file in ``output_dir`` records which stages finished, each with a hash of the part of the resolved
+config it reads, so rerunning the same command after a crash or a success redoes only what is missing.
+A changed config reruns from the first stage the change affects: a new ``[eval]`` task re-evaluates
+the trained model and a new Space hardware redeploys it, neither retrains. ``--force`` reruns them all.
 """
 
 from __future__ import annotations
@@ -41,9 +42,26 @@ class StageOutcome:
 Stage = Callable[["GymConfig", Callable[[str], None]], StageOutcome]
 
 
-def config_hash(config: GymConfig) -> str:
-    """Hash of the resolved config: a stage done under another config is not done."""
-    blob = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+# The gym.toml tables a stage's result does not depend on (only later stages read them): editing one
+# leaves the stage done. Training reads neither [eval] nor the publishing tables; evaluation reads
+# neither its gates nor the publishing tables. Every other stage depends on the whole config.
+NOT_READ_BY: dict[str, tuple[str, ...]] = {
+    "train": ("eval", "hub", "space"),
+    "eval": ("eval.gates", "hub", "space"),
+}
+
+
+def config_hash(config: GymConfig, stage: str | None = None) -> str:
+    """Hash of the resolved config, or of the part of it ``stage`` reads: a stage done under another
+    config is not done."""
+    data = config.model_dump(mode="json")
+    for path in NOT_READ_BY.get(stage or "", ()):
+        *parents, key = path.split(".")
+        table = data
+        for parent in parents:
+            table = table.get(parent) or {}
+        table.pop(key, None)
+    blob = json.dumps(data, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -242,20 +260,26 @@ def _run_stages(
     folder = config.output_path
     digest = config_hash(config)
     state = read_state(folder)
-    if state.get("config") != digest or force:
-        state = {"config": digest, "stages": {}}
+    if force or not isinstance(state.get("stages"), dict):
+        state = {"stages": {}}
+    changed = state.get("config") != digest
+    state["config"] = digest
     if force:  # a forced run trains from scratch rather than resuming its own last checkpoint
         config = config.model_copy(update={"train": config.train.model_copy(update={"resume": "never"})})
     outcomes: dict[str, StageOutcome] = {}
+    rerun = False  # once a stage has produced something, every later stage runs again
     for name, stage in STAGES:
         if not main and name in RANK_ZERO_ONLY:
             continue
         previous = state["stages"].get(name)
-        if previous and previous.get("status") == "done":
+        stage_digest = config_hash(config, name)
+        if not rerun and _done_for(previous, stage_digest, changed):
             outcomes[name] = StageOutcome(
                 "done", f"already done ({previous.get('detail', '')})", previous.get("artifacts", {})
             )
             echo(f"[{name}] already done for this config, skipped (--force reruns it)")
+            if name == "train" and changed and main:
+                _refresh_saved_config(config, folder)
             continue
         if main:
             echo(f"[{name}] running")
@@ -263,11 +287,34 @@ def _run_stages(
         outcome = stage(config, echo)
         outcome.artifacts.setdefault("seconds", round(time.perf_counter() - started, 2))
         outcomes[name] = outcome
+        if outcome.status == "done" and not rerun:  # it made something new: what later stages
+            rerun = True  # recorded was made from its old output
+            names = [stage_name for stage_name, _ in STAGES]
+            for later in names[names.index(name) + 1 :]:
+                state["stages"].pop(later, None)
         if main:
-            state["stages"][name] = {**asdict(outcome), "finished": time.time()}
+            state["stages"][name] = {**asdict(outcome), "finished": time.time(), "config": stage_digest}
             write_state(folder, state)
             echo(f"[{name}] {outcome.status}: {outcome.detail}")
     return outcomes
+
+
+def _done_for(previous: dict[str, Any] | None, stage_digest: str, changed: bool) -> bool:
+    """Whether a recorded stage is done for this config: by its own hash, or, in a state file written
+    before stages had one, by the whole config's."""
+    if not previous or previous.get("status") != "done":
+        return False
+    recorded = previous.get("config")
+    return recorded == stage_digest if recorded is not None else not changed
+
+
+def _refresh_saved_config(config: GymConfig, folder: Path) -> None:
+    """The gym.toml beside the weights follows the config a skipped training stage now belongs to (its
+    training part is unchanged; [eval], [hub] or [space] may not be), as `gym deploy` uploads it."""
+    from gym.train.runner import write_resolved_config
+
+    if (folder / "gym.toml").is_file():
+        write_resolved_config(config, folder)
 
 
 def summary_table(config: GymConfig, outcomes: dict[str, StageOutcome]) -> Any:

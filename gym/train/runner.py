@@ -147,8 +147,10 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     A rerun of a finished run changes nothing and returns its recorded result (``already_trained``);
     resume always ends at exactly the planned step (see :mod:`gym.train.resume`).
     """
+    from gym.data.loading import check_local_files
     from gym.quiet import quiet_libraries
 
+    check_local_files(config.datasets, config.base_dir)
     quiet_libraries()
     from transformers import set_seed
 

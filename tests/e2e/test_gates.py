@@ -179,6 +179,8 @@ def test_only_a_run_that_passes_every_gate_reaches_the_hub_and_its_space(tmp_pat
             env = {**e2e.node_env(tmp_path, hub.url, tmp_path / "cache"), **shared, "HF_TOKEN": e2e.HF_TOKEN}
             launched = gym(workspace, env, "launch", "gym.toml")
             assert launched.returncode == 1, launched.stdout[-4000:] + launched.stderr[-4000:]
+            # the pull request's run differs from this one only in what it publishes: nothing retrains
+            assert "[train] already done" in launched.stdout and "[eval] already done" in launched.stdout
             assert f"promotion gate '{GATE}' failed (short by" in launched.stderr
             assert "Traceback" not in launched.stderr
             table = [line for line in launched.stdout.splitlines() if line.startswith(GATE)]

@@ -59,6 +59,17 @@ def test_launch_runs_every_stage_then_skips_then_force_reruns(quickstart: Path) 
     assert second.output.count("already done for this config") == 3
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
 
+    # A change to [eval] re-evaluates the trained model and rewrites what follows; it does not retrain.
+    evaluated = runner.invoke(app, ["launch", str(quickstart), *FAST, "--set", "eval.limit=3"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "[train] already done for this config" in evaluated.output
+    assert "[eval] running" in evaluated.output and "[card] running" in evaluated.output
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+    assert json.loads((out / "eval_results.json").read_text())["limit"] == 3
+    assert "limit = 3" in (out / "gym.toml").read_text()  # the saved config is the one now evaluated
+    stages = json.loads((out / "gym_state.json").read_text())["stages"]
+    assert stages["train"]["config"] != stages["eval"]["config"]
+
     forced = runner.invoke(app, ["launch", str(quickstart), *FAST, "--force"])
     assert forced.exit_code == 0, forced.output
     assert "already done" not in forced.output
@@ -81,3 +92,30 @@ def test_launch_errors_are_one_sentence(quickstart: Path) -> None:
     )
     assert result.exit_code == 1
     assert "missing.jsonl" in result.output and "Traceback" not in result.output
+
+
+def test_each_stage_is_keyed_by_the_part_of_gym_toml_it_reads(write_toml) -> None:
+    from gym.config import load_config
+    from gym.launch.local import STAGES, config_hash
+    from tests.conftest import VALID
+
+    def hashes(extra: str, name: str, valid: str = VALID) -> dict[str, str]:
+        config = load_config(write_toml(valid + extra, name))
+        return {stage: config_hash(config, stage) for stage, _ in STAGES}
+
+    base = hashes('[eval]\ntasks = ["gym_reverse"]\n', "a.toml")
+    gated = hashes(
+        '[eval]\ntasks = ["gym_reverse"]\n[eval.gates]\nrules = ["gym_reverse.exact_match >= 0.5"]\n',
+        "b.toml",
+    )
+    published = hashes('[eval]\ntasks = ["gym_reverse"]\n[hub]\nrepo_id = "acme/bot"\n', "c.toml")
+    evaluated = hashes('[eval]\ntasks = ["gym_reverse"]\nlimit = 3\n', "d.toml")
+    trained = hashes('[eval]\ntasks = ["gym_reverse"]\n', "e.toml", VALID.replace("2e-4", "1e-4"))
+
+    def rerun(other: dict[str, str]) -> list[str]:
+        return [stage for stage in base if other[stage] != base[stage]]
+
+    assert rerun(gated) == ["gates", "card", "deploy"]
+    assert rerun(published) == ["gates", "card", "deploy"]
+    assert rerun(evaluated) == ["eval", "gates", "card", "deploy"]
+    assert rerun(trained) == ["train", "eval", "gates", "card", "deploy"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gym.files import gym_cache_home
 from gym.model.quantized import checkpoint_quantization, merge_refusal
 from tests.conftest import REPO
 
@@ -65,7 +66,12 @@ def _quant_python() -> str | None:
     wanted = os.environ.get("GYM_QUANT_PYTHON") or str(REPO / ".venv-quant" / "bin" / "python")
     if not Path(wanted).is_file():
         return None
-    probe = subprocess.run([wanted, "-c", "import gptqmodel, optimum"], capture_output=True, timeout=300)
+    # Installed, asked of the metadata: importing GPTQModel here costs 8 CPU-s the flow pays again, and an
+    # install that is present but broken must fail the flow, not skip it.
+    probe = subprocess.run(
+        [wanted, "-c", "from importlib.metadata import version; version('gptqmodel'); version('optimum')"],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
     return wanted if probe.returncode == 0 else None
 
 
@@ -81,7 +87,8 @@ def test_gptq_awq_quantize_train_serve_and_export(tmp_path: Path) -> None:
         "PYTHONPATH": str(REPO),
         "GYM_CACHE_DIR": str(tmp_path / "cache"),
         "GPTQMODEL_CPU_WORKERS": "2",
-        "GPTQMODEL_TORCH_EXTENSIONS_DIR": str(Path.home() / ".cache" / "gym" / "gptqmodel-extensions"),
+        # the kernels `make quant` compiled (Gym's cache as this process sees it: the flow's is a fresh one)
+        "GPTQMODEL_TORCH_EXTENSIONS_DIR": str(gym_cache_home() / "gptqmodel-extensions"),
         "HF_HOME": str(tmp_path / "hf"),
         "HF_HUB_OFFLINE": "1",
     }

@@ -123,9 +123,14 @@ def test_resume_after_kill_gives_identical_weights(tmp_path: Path) -> None:
         tuple(f"checkpoint-{n}" for n in (6, 9))
     )
 
-    straight = _write(tmp_path / "b", steps=12, save_steps=3)
-    done = _run_cli(straight, env)
-    assert done.wait(timeout=300) == 0
+    # The undisturbed reference runs in this process, with the kernels, seed and one thread `gym train` has
+    # here (OMP_NUM_THREADS=1, tests/conftest.py): a third process would only import the same libraries.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run_training(load_config(_write(tmp_path / "b", steps=12, save_steps=3)), show_progress=False)
+    finally:
+        torch.set_num_threads(threads)
     first = load_file(tmp_path / "a" / "out" / "model.safetensors")
     second = load_file(tmp_path / "b" / "out" / "model.safetensors")
     assert first.keys() == second.keys()
@@ -153,6 +158,27 @@ def test_bad_inputs_are_one_sentence(tmp_path: Path) -> None:
     config = _write(tmp_path)
     missing = CliRunner().invoke(app, ["train", str(config), "--model_name_or_path", str(tmp_path / "nope")])
     assert missing.exit_code == 1 and "does not exist" in missing.output and "Traceback" not in missing.output
+
+
+def test_a_missing_dataset_is_one_sentence_before_the_model_stack_is_imported(tmp_path: Path) -> None:
+    """`gym launch` on a cloud node whose data path is wrong fails in a second, not after the imports."""
+    config = _write(tmp_path)
+    (tmp_path / "data" / "train.jsonl").unlink()
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gym", "launch", str(config)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    said = " ".join(
+        done.stdout.split() + [line for line in done.stderr.splitlines() if "import time" not in line]
+    )
+    assert (
+        f"dataset 'train': {tmp_path / 'data' / 'train.jsonl'} does not exist; check path in gym.toml" in said
+    )
+    imported = {
+        line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")
+    }
+    assert not imported & {"torch", "transformers", "datasets", "peft"}, "the model stack was imported first"
 
 
 def test_checkpoints_of_another_configuration_are_not_resumed(tmp_path: Path) -> None:
