@@ -10,6 +10,9 @@ The marker also records the size and SHA-256 of every file in the checkpoint. A 
 after it was written (a partial bucket sync after a preemption truncates ``model.safetensors`` or
 ``optimizer.pt``) fails that check and is passed over, with a one-line warning, for the newest intact
 one, instead of crashing every rerun inside torch.load.
+
+The Trainer callback that writes the markers is :mod:`gym.train.checkpoint_callback`: this module
+imports no model library, so a run refuses a foreign checkpoint folder before loading one.
 """
 
 from __future__ import annotations
@@ -22,8 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from transformers import TrainerCallback
 
 from gym.files import atomic_write_text
 from gym.train.errors import ResumeError
@@ -140,20 +141,6 @@ def write_marker(folder: Path, step: int, fingerprint: str) -> None:
         "files": folder_files(folder),
     }
     atomic_write_text(folder / MARKER, json.dumps(marker, indent=1))
-
-
-class CompleteCheckpoints(TrainerCallback):
-    """Marks each checkpoint complete (with the run's fingerprint) once the Trainer has written all of it."""
-
-    def __init__(self, fingerprint: str = "") -> None:
-        self.fingerprint = fingerprint
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero:
-            return
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if folder.is_dir():
-            write_marker(folder, state.global_step, self.fingerprint)
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:

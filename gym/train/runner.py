@@ -149,7 +149,14 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     """
     from gym.data.loading import check_local_files
     from gym.quiet import quiet_libraries
+    from gym.train.checkpoints import claim_checkpoint_folder
 
+    # What can be refused without a model library is refused before one is imported (seconds of a
+    # laptop, minutes of a cloud node's set-up): trackers, a foreign checkpoint folder, missing data.
+    check_trackers(config)
+    output = config.output_path
+    checkpoint_dir = output / "checkpoints"
+    claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     check_local_files(config.datasets, config.base_dir)
     quiet_libraries()
     from transformers import set_seed
@@ -159,13 +166,8 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     from gym.model.cpu_kernels.threads import fixed_threads, header_note, make_tuner
     from gym.model.loading import load_model, load_tokenizer
     from gym.model.vision import model_vision
-    from gym.train.checkpoints import (
-        CompleteCheckpoints,
-        claim_checkpoint_folder,
-        mark_checkpoint_folder,
-        resume_point,
-        training_fingerprint,
-    )
+    from gym.train.checkpoint_callback import CompleteCheckpoints
+    from gym.train.checkpoints import mark_checkpoint_folder, resume_point, training_fingerprint
     from gym.train.distributed import check_fsdp_wrap, cpu_ranks_setup
     from gym.train.guards import FiniteGuard
     from gym.train.progress import ProgressCallback, TrainLog
@@ -173,10 +175,6 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     from gym.train.resume import checkpoint_step, finished_run
     from gym.train.trainer_protocol import as_gym_trainer
 
-    check_trackers(config)
-    output = config.output_path
-    checkpoint_dir = output / "checkpoints"
-    claim_checkpoint_folder(checkpoint_dir)  # before anything is written: never someone else's checkpoints
     plan = device_plan(config)
     _note(plan.header())
     for line in plan.notes():

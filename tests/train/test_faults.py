@@ -236,7 +236,8 @@ def test_the_guard_stops_a_real_trainer_whose_weights_go_nan(tmp_path: Path) -> 
     from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
     from gym.model.builtin import ensure_builtin
-    from gym.train.checkpoints import CompleteCheckpoints, checkpoints
+    from gym.train.checkpoint_callback import CompleteCheckpoints
+    from gym.train.checkpoints import checkpoints
     from gym.train.guards import FiniteGuard, NonFiniteError
 
     model = AutoModelForCausalLM.from_pretrained(ensure_builtin("builtin:tiny", tmp_path / "models"))
