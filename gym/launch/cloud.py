@@ -257,14 +257,25 @@ def logs_outcome(config: GymConfig, code: int, job_id: int | None = None) -> str
     return sentence or f"the job of {name} did not succeed (SkyPilot exit code {code})"
 
 
-def how_job_ended(name: str, job_id: int, *, managed: bool) -> str | None:
-    """:func:`ended_sentence` for the job as SkyPilot's queue has it now; None when it succeeded, has not
-    ended or cannot be asked."""
-    try:
-        found = job_status(name, job_id, managed=managed)
-    except LaunchError:
-        return None
-    return ended_sentence(job_id, found[0]) if found else None
+def how_job_ended(name: str, job_id: int, *, managed: bool, settle_s: float = 15.0) -> str | None:
+    """:func:`ended_sentence` for the job as SkyPilot's queue has it; None when it succeeded, has not
+    ended or cannot be asked.
+
+    Called when the job's log has ended: the queue may record the final state a moment later (or one
+    request may fail on a busy server), so it is asked again, once a second, for up to ``settle_s``
+    until it says the job ended.
+    """
+    import time
+
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            found = job_status(name, job_id, managed=managed)
+        except LaunchError:
+            found = None
+        if (found is not None and found[1]) or time.monotonic() >= deadline:
+            return ended_sentence(job_id, found[0]) if found else None
+        time.sleep(1)
 
 
 def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
