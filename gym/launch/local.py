@@ -268,7 +268,7 @@ def _run_stages(
         config = config.model_copy(update={"train": config.train.model_copy(update={"resume": "never"})})
     outcomes: dict[str, StageOutcome] = {}
     rerun = False  # once a stage has produced something, every later stage runs again
-    for name, stage in STAGES:
+    for index, (name, stage) in enumerate(STAGES):
         if not main and name in RANK_ZERO_ONLY:
             continue
         previous = state["stages"].get(name)
@@ -289,8 +289,7 @@ def _run_stages(
         outcomes[name] = outcome
         if outcome.status == "done" and not rerun:  # it made something new: what later stages
             rerun = True  # recorded was made from its old output
-            names = [stage_name for stage_name, _ in STAGES]
-            for later in names[names.index(name) + 1 :]:
+            for later, _ in STAGES[index + 1 :]:
                 state["stages"].pop(later, None)
         if main:
             state["stages"][name] = {**asdict(outcome), "finished": time.time(), "config": stage_digest}
