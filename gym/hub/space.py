@@ -40,6 +40,12 @@ LLAMA_CPP_REQUIREMENTS = "\n".join(
 )
 
 
+ZEROGPU = "zero-a10g"
+# ZeroGPU Spaces import the `spaces` package (preinstalled there; listed so the app also starts elsewhere,
+# where its decorator runs the function as it is).
+ZEROGPU_REQUIREMENTS = "spaces"
+
+
 @dataclass(frozen=True)
 class SpaceSettings:
     model_repo: str
@@ -51,6 +57,11 @@ class SpaceSettings:
     card_repo: str | None = None  # the pushed repo (card, scores) when it is not what the Space loads
     gguf: str | None = None  # GGUF type the Space serves with llama.cpp (backend "llamacpp"), else None
     weights_note: str = ""  # how the served weights were chosen (space.cpu_format), for the plan
+
+    @property
+    def zerogpu(self) -> bool:
+        """ZeroGPU hardware: a GPU is attached only inside ``@spaces.GPU`` functions, which the app must define."""
+        return self.hardware == ZEROGPU
 
     @property
     def listed_repo(self) -> str:
@@ -115,7 +126,10 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
         "api_key_env": settings.api_key_env,
         "served_model_name": settings.listed_repo,
         "transformers_min": transformers,
-        "extra": {"vllm": "vllm", "llamacpp": LLAMA_CPP_REQUIREMENTS}.get(settings.backend, ""),
+        "extra": "\n".join(
+            filter(None, ({"vllm": "vllm", "llamacpp": LLAMA_CPP_REQUIREMENTS}.get(settings.backend, ""),
+                          ZEROGPU_REQUIREMENTS if settings.zerogpu else ""))
+        ),
     }
     for name in ("README.md", "requirements.txt"):
         text = string.Template((template_dir / name).read_text(encoding="utf-8")).substitute(values)
@@ -127,6 +141,7 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
         "backend": settings.backend,
         "api_key_env": settings.api_key_env,  # the *name* of the secret; its value never leaves the env
         "title": values["title"],
+        "zerogpu": settings.zerogpu,  # generation runs inside @spaces.GPU functions (gym/api/zerogpu.py)
     }
     if settings.experiences:
         shutil.copy2(settings.experiences, out / "experiences.json")
