@@ -33,25 +33,43 @@ from typing import Any
 from urllib.parse import quote
 
 from tests.hub.hub_lfs import add_lfs_routes, is_lfs
+from tests.hub.hub_plans import space_refusal, whoami_answer
 
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
 
 
 @dataclass(frozen=True)
 class HubToken:
-    """Who a token is: its user, the orgs that user belongs to, and the token's role (write or read)."""
+    """Who a token is: its user, the orgs that user belongs to, the token's role (write or read), and the
+    plans that decide which Spaces the Hub lets them create (:mod:`tests.hub.hub_plans`).
+
+    ``pro``: the user's PRO subscription; ``can_pay``: a payment method on file (the user's and, here,
+    its orgs'); ``paid_orgs``: the orgs on a Team or Enterprise plan (None: all of them).
+    """
 
     user: str
     orgs: tuple[str, ...] = ()
     role: str = "write"
+    pro: bool = True
+    can_pay: bool = True
+    paid_orgs: tuple[str, ...] | None = None
 
     @property
     def namespaces(self) -> tuple[str, ...]:
         return (self.user, *self.orgs)
 
+    def paid(self, namespace: str) -> bool:
+        """Whether ``namespace`` (the user or one of its orgs) is on a paid plan (PRO, Team, Enterprise)."""
+        if namespace == self.user:
+            return self.pro
+        return namespace in self.orgs and (self.paid_orgs is None or namespace in self.paid_orgs)
 
-# The tests' usual identity: user `tester`, member of org `acme` (where the test configs push).
+
+# The tests' usual identity: user `tester` (PRO, with a payment method), member of org `acme` on a Team
+# plan (where the test configs push).
 TESTER = HubToken("tester", orgs=("acme",))
+# A free account as most users have one since July 2026: no PRO, no payment method, a free org.
+FREE = HubToken("freebie", orgs=("freeorg",), pro=False, can_pay=False, paid_orgs=())
 
 
 @dataclass
@@ -142,9 +160,7 @@ def create_hub_app(state: HubState):
             return who
         if who is None:
             return error(401, "Invalid username or password.")
-        return {"type": "user", "name": who.user,
-                "orgs": [{"type": "org", "name": org, "roleInOrg": "write"} for org in who.orgs],
-                "auth": {"type": "access_token", "accessToken": {"displayName": "gym", "role": who.role}}}  # fmt: skip
+        return whoami_answer(who)
 
     @app.post("/api/repos/create")
     async def create(request: Request):
@@ -166,6 +182,9 @@ def create_hub_app(state: HubState):
             return JSONResponse(
                 {"error": "You already created this repo", "url": f"/{repo_id}"}, status_code=409
             )
+        if kind == "space" and (refusal := space_refusal(state, allowed, namespace, body)) is not None:
+            state.refused.append(f"create {repo_id}: {refusal[1]}")
+            return error(*refusal)
         state.repos[key] = body
         prefix = "" if kind == "model" else f"{kind}s/"
         return {"url": f"{request.base_url}{prefix}{repo_id}", "name": repo_id}
@@ -373,7 +392,12 @@ def create_hub_app(state: HubState):
         if f"space:{owner}/{name}" not in state.repos:
             return no_repo()
         flavor = (await request.json())["flavor"]
+        body = {**state.repos[f"space:{owner}/{name}"], "hardware": flavor, "name": name}
+        if (refusal := space_refusal(state, allowed, owner, body)) is not None:
+            state.refused.append(f"hardware {owner}/{name}: {refusal[1]}")
+            return error(*refusal)
         state.hardware[f"{owner}/{name}"] = flavor
+        state.repos[f"space:{owner}/{name}"]["hardware"] = flavor
         return {
             "stage": "BUILDING",
             "hardware": {"current": None, "requested": flavor},

@@ -110,3 +110,55 @@ def test_tokens_write_only_where_their_user_may(hub: HubDouble, tmp_path: Path) 
     )  # a read token reads its namespace's private repo
     with pytest.raises(RepositoryNotFoundError):
         _api(hub, None).model_info("acme/m")  # without a token a private repo does not exist
+
+
+def test_spaces_are_refused_as_the_hub_refuses_them_per_plan() -> None:
+    """A free account: no Gradio Space on cpu-basic (402), two ZeroGPU Spaces, no paid hardware (403);
+    its free org gets no ZeroGPU either; a static Space is free for everyone. A PRO user gets them all."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from tests.hub.hub_double import FREE
+
+    free, pro = "hf_" + "f" * 34, "hf_" + "p" * 34
+    with HubDouble({free: FREE, pro: dataclasses.replace(TESTER, user="prouser")}, free_port()) as hub:
+        api = HfApi(endpoint=hub.url, token=free)
+        who = api.whoami()
+        assert (who["isPro"], who["canPay"], who["orgs"][0]["plan"]) == (False, False, "free")
+
+        def refused(call) -> tuple[int, str]:
+            with pytest.raises(HfHubHTTPError) as caught:
+                call()
+            return caught.value.response.status_code, caught.value.server_message or ""
+
+        status, message = refused(
+            lambda: api.create_repo("freebie/chat", repo_type="space", space_sdk="gradio")
+        )
+        assert status == 402 and "requires a PRO subscription" in message
+        api.create_repo("freebie/page", repo_type="space", space_sdk="static")
+        for name in ("z1", "z2"):
+            api.create_repo(
+                f"freebie/{name}", repo_type="space", space_sdk="gradio", space_hardware="zero-a10g"
+            )
+        status, message = refused(
+            lambda: api.create_repo(
+                "freebie/z3", repo_type="space", space_sdk="gradio", space_hardware="zero-a10g"
+            )
+        )
+        assert status == 402 and "maximum number of ZeroGPU Spaces (2)" in message
+        status, _ = refused(
+            lambda: api.create_repo(
+                "freeorg/z", repo_type="space", space_sdk="gradio", space_hardware="zero-a10g"
+            )
+        )
+        assert status == 402
+        status, message = refused(lambda: api.request_space_hardware("freebie/z1", "t4-small"))
+        assert status == 403 and "payment method" in message
+        status, _ = refused(lambda: api.request_space_hardware("freebie/z1", "cpu-basic"))
+        assert status == 402
+        assert hub.state.hardware == {}  # nothing refused was recorded
+
+        paid = HfApi(endpoint=hub.url, token=pro)
+        paid.create_repo("prouser/chat", repo_type="space", space_sdk="gradio")
+        paid.request_space_hardware("prouser/chat", "t4-small")
+        assert hub.state.hardware == {"prouser/chat": "t4-small"}
