@@ -161,56 +161,66 @@ def export(
         help="q8_0, q4_k_m, q5_k_m, q6_k, q4_0 or f16: merge, write one GGUF file for llama.cpp "
         "(default PATH-TYPE.gguf), load it and answer one prompt.",
     ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an existing output (never a file of the model folder read)."
+    ),
 ) -> None:
     """Export a trained model; with --merge, base + LoRA adapter merged into plain weights."""
     if gguf is not None:
         if quantize is not None or merge:
             raise _fail("error: --gguf writes its own merged file; pass it without --merge or --quantize", 2)
-        _export_gguf(path, gguf, output)
+        _export_gguf(path, gguf, output, overwrite)
         return
     if quantize is not None:
-        _export_quantized(path, quantize, output, config)
+        _export_quantized(path, quantize, output, config, overwrite)
         return
     if not merge:
         raise _fail("nothing to do: pass --merge to merge the LoRA adapter into its base model", 2)
-    from gym.export.merge import merge_adapter
+    from gym.export.merge import export_merged
 
     target = output or path.with_name(path.name + "-merged")
     try:
-        merge_adapter(path, target)
+        export_merged(path, target, overwrite)
     except (ValueError, OSError) as error:
         raise _fail(f"error: {error}") from None
     console.print(f"[green]✓[/green] merged {path} into {target}")
 
 
-def _export_gguf(path: Path, quant: str, output: Path | None) -> None:
-    from gym.export.gguf import GGUFError
+def _export_gguf(path: Path, quant: str, output: Path | None, overwrite: bool) -> None:
+    from gym.export.files import ExportError
     from gym.export.gguf_export import export_gguf
 
     echo = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
     try:
-        target = export_gguf(path, quant, output, echo)
-    except (GGUFError, OSError) as error:
+        target = export_gguf(path, quant, output, echo, overwrite)
+    except (ExportError, OSError) as error:
         raise _fail(f"error: {error}") from None
     console.print(f"[green]✓[/green] GGUF {quant} model in {target}", highlight=False)
 
 
-def _export_quantized(path: Path, method: str, output: Path | None, config_path: Path | None) -> None:
+def _export_quantized(
+    path: Path, method: str, output: Path | None, config_path: Path | None, overwrite: bool
+) -> None:
     """`gym export --quantize`: merge (an adapter folder) or take the full weights, quantize, reload."""
     from gym.config import ConfigError, load_config
     from gym.data.report import DataError
+    from gym.export.output import FOLDER, check_output, source_folders
     from gym.export.quantize import METHODS, QuantizeError, export_quantized
     from gym.model.loading import ModelError
 
     if method not in METHODS:
         raise _fail(f"error: --quantize must be one of {', '.join(METHODS)}, got {method!r}", 2)
+    target = output or path.with_name(f"{path.name}-{method}")
+    try:
+        check_output(target, source_folders(path), overwrite, FOLDER)
+    except ValueError as error:
+        raise _fail(f"error: {error}") from None
     config_path = config_path or Path("gym.toml")
     if not config_path.is_file():
         raise _fail(
             f"error: --quantize calibrates on the run's training rows; pass --config with the run's gym.toml "
             f"({config_path} does not exist)", 2
         )  # fmt: skip
-    target = output or path.with_name(f"{path.name}-{method}")
     try:
         export_quantized(path, method, target, load_config(config_path), console.status)
     except ConfigError as error:

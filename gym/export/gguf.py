@@ -3,54 +3,67 @@
 Tensors are streamed: every tensor's name, type and size go into the header first, then each tensor is
 read from safetensors, converted in row chunks and written, so peak memory is one tensor, not the
 model. f16 and q8_0 are written here with the ``gguf`` package; the K-quants (q4_k_m, ...) go through
-llama.cpp's own quantizer (``llama_model_quantize``) from an f16 file. The result is written under a
-temporary name and renamed into place, so a failure never leaves a file that looks finished.
+llama.cpp's own quantizer (``llama_model_quantize``) from an f16 file. Before anything is allocated or
+created, the folder's config, safetensors headers and tokenizer are checked against each other
+(:mod:`gym.export.checks`). The result is written under a temporary name, optionally checked there, and
+renamed into place, so a failure never leaves a file that looks finished (nor replaces an old one).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gym.export.checks import ARCHITECTURES, GGUFSource, inspect_gguf_source  # noqa: F401 (re-exported)
+from gym.export.files import ExportError
+from gym.export.output import new_parents
+
 # Python-side quant types, then those llama.cpp's quantizer makes from an f16 file.
 PYTHON_QUANTS = ("f16", "q8_0")
 LLAMA_CPP_QUANTS = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
                     "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}  # fmt: skip
 GGUF_QUANTS = (*PYTHON_QUANTS, *LLAMA_CPP_QUANTS)
-# HF architecture -> llama.cpp architecture (Mistral is converted as llama, as llama.cpp does)
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
 CHUNK_BYTES = 64 * 1024 * 1024  # float32 rows converted at once
 
 
-class GGUFError(ValueError):
+class GGUFError(ExportError):
     """A model that cannot be exported to GGUF; the message is the one sentence the user sees."""
 
 
-def convert_to_gguf(model_dir: str | Path, out_path: str | Path, quant: str = "q8_0",
-                    progress: bool = False) -> Path:  # fmt: skip
-    """Write the merged HF model in ``model_dir`` to ``out_path`` as GGUF with weights in ``quant``."""
+def convert_to_gguf(model_dir: str | Path, out_path: str | Path, quant: str = "q8_0", progress: bool = False,
+                    check: Callable[[Path], None] | None = None) -> Path:  # fmt: skip
+    """Write the merged HF model in ``model_dir`` to ``out_path`` as GGUF with weights in ``quant``.
+
+    ``check`` is called on the finished file under its temporary name; only if it returns is the file
+    renamed to ``out_path``.
+    """
     model_dir, out_path = Path(model_dir), Path(out_path)
     if quant not in GGUF_QUANTS:
         raise GGUFError(f"unknown GGUF type {quant!r}; choose one of {', '.join(GGUF_QUANTS)}")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
     try:
-        if quant in PYTHON_QUANTS:
-            _write(model_dir, partial, quant, progress, out_path.stem)
-        else:
-            f16 = out_path.with_name(f".{out_path.name}.f16-{os.getpid()}")
-            try:
-                _write(model_dir, f16, "f16", progress, out_path.stem)
-                _llama_cpp_quantize(f16, partial, quant)
-            finally:
-                f16.unlink(missing_ok=True)
-        os.replace(partial, out_path)
-    finally:
-        partial.unlink(missing_ok=True)
+        source = inspect_gguf_source(model_dir)
+    except ExportError as error:
+        raise GGUFError(str(error)) from None
+    partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
+    with new_parents(out_path):
+        try:
+            if quant in PYTHON_QUANTS:
+                _write(source, model_dir, partial, quant, progress, out_path.stem)
+            else:
+                f16 = out_path.with_name(f".{out_path.name}.f16-{os.getpid()}")
+                try:
+                    _write(source, model_dir, f16, "f16", progress, out_path.stem)
+                    _llama_cpp_quantize(f16, partial, quant)
+                finally:
+                    f16.unlink(missing_ok=True)
+            if check is not None:
+                check(partial)
+            os.replace(partial, out_path)
+        finally:
+            partial.unlink(missing_ok=True)
     return out_path
 
 
@@ -67,19 +80,6 @@ def _llama_cpp_quantize(source: Path, target: Path, quant: str) -> None:
     params.nthread = os.cpu_count() or 1
     if llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params) != 0:
         raise GGUFError(f"llama.cpp could not quantize {source.name} to {quant}")
-
-
-def read_config(model_dir: Path) -> tuple[dict[str, Any], str]:
-    """The folder's config.json and its llama.cpp architecture, or the sentence saying why not."""
-    path = model_dir / "config.json"
-    if not path.is_file():
-        raise GGUFError(f"{model_dir} holds no config.json; pass a merged model folder (gym export --merge)")
-    config = json.loads(path.read_text(encoding="utf-8"))
-    names = config.get("architectures") or [config.get("model_type", "unknown")]
-    arch = ARCHITECTURES.get(names[0])
-    if arch is None:
-        raise GGUFError(f"GGUF export supports Llama, Mistral and Qwen2 models; {model_dir} is {names[0]}")
-    return config, arch
 
 
 def _rope(config: dict[str, Any]) -> dict[str, Any]:
@@ -138,19 +138,6 @@ def _llama3_rope_factors(config: dict[str, Any]) -> Any:
     return np.asarray(factors, dtype=np.float32)
 
 
-def _tensor_files(model_dir: Path) -> list[Path]:
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        return [model_dir / shard for shard in shards]
-    single = model_dir / "model.safetensors"
-    if single.is_file():
-        return [single]
-    raise GGUFError(
-        f"{model_dir} holds no safetensors weights (model.safetensors); re-save it with safe_serialization"
-    )
-
-
 def _permute(weights: Any, n_head: int) -> Any:
     """HF's rotate-half q/k rows into llama.cpp's interleaved rope order (llama only; qwen2 uses neox)."""
     return (
@@ -160,17 +147,16 @@ def _permute(weights: Any, n_head: int) -> Any:
     )
 
 
-def _source_tensors(
-    model_dir: Path, config: dict[str, Any], arch: str
-) -> Iterator[tuple[str, Callable[[], Any], tuple]]:
+def _source_tensors(source: GGUFSource) -> Iterator[tuple[str, Callable[[], Any], tuple]]:
     """(GGUF name, loader of the float32 array, shape) for every tensor, in file order."""
     import gguf
     from safetensors import safe_open
 
+    config, arch = source.config, source.arch
     name_map = gguf.get_tensor_name_map(getattr(gguf.MODEL_ARCH, arch.upper()), config["num_hidden_layers"])
     n_head = config["num_attention_heads"]
     n_kv = config.get("num_key_value_heads", n_head)
-    for file in _tensor_files(model_dir):
+    for file in source.files:
         with safe_open(file, framework="pt") as handle:
             for key in handle.keys():  # noqa: SIM118 (safe_open is not iterable)
                 if key.endswith("rotary_emb.inv_freq"):
@@ -235,14 +221,14 @@ def _nbytes(shape: tuple, qtype: Any) -> int:
     return math.prod(shape) // block * size
 
 
-def _write(model_dir: Path, path: Path, quant: str, progress: bool, name: str) -> None:
+def _write(source: GGUFSource, model_dir: Path, path: Path, quant: str, progress: bool, name: str) -> None:
     import gguf
     import numpy as np
 
     from gym.export.gguf_vocab import VocabError, write_vocab
 
-    config, arch = read_config(model_dir)
-    tensors = list(_source_tensors(model_dir, config, arch))
+    config, arch = source.config, source.arch
+    tensors = list(_source_tensors(source))
     writer = gguf.GGUFWriter(path, arch)
     try:
         _write_hparams(writer, config, arch, name)

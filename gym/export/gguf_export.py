@@ -6,8 +6,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from gym.export.files import missing_reason
 from gym.export.gguf import GGUFError, convert_to_gguf
 from gym.export.gguf_quality import PROMPTS, check_answer, llama_cpp_available
+from gym.export.output import FILE, check_output, source_folders
+from gym.failures import first_line
 
 NOT_CHECKED = "not checked: llama-cpp-python is not installed (`make gguf`), so {name} was not loaded"
 
@@ -25,32 +28,47 @@ def merged_model(path: Path, scratch: Path, echo: Callable[[str], None]) -> Path
 def convert_and_check(model_dir: Path, output: Path, quant: str, echo: Callable[[str], None]) -> Path:
     """Convert the full weights in ``model_dir`` to ``output``, then load it and answer one prompt.
 
-    A file llama.cpp cannot load is removed, so what is left behind always serves.
+    The file is loaded under its temporary name and renamed to ``output`` only once it answered, so what
+    is left behind always serves and a file it would replace stays until then.
     """
     echo(f"converting {model_dir.name} to GGUF {quant} ...")
-    convert_to_gguf(model_dir, output, quant, progress=True)
-    if not llama_cpp_available():
+    answers: list[str] = []
+
+    def check(partial: Path) -> None:
+        if not llama_cpp_available():
+            return
+        try:
+            answers.append(check_answer(partial, model_dir))
+        except GGUFError as error:
+            raise GGUFError(str(error).replace(partial.name, output.name)) from None
+
+    convert_to_gguf(model_dir, output, quant, progress=True, check=check)
+    if not answers:
         echo(NOT_CHECKED.format(name=output.name))
-        return output
-    try:
-        answer = check_answer(output, model_dir)
-    except GGUFError:
-        output.unlink(missing_ok=True)
-        raise
-    echo(f"checked: llama.cpp loaded {output.name} and answered {PROMPTS[0]!r} with {answer!r}")
+    else:
+        echo(f"checked: llama.cpp loaded {output.name} and answered {PROMPTS[0]!r} with {answers[0]!r}")
     return output
 
 
-def export_gguf(path: Path, quant: str, output: Path | None, echo: Callable[[str], None]) -> Path:
-    """`gym export PATH --gguf QUANT`: PATH (a model or LoRA folder) as one GGUF file, checked."""
+def export_gguf(path: Path, quant: str, output: Path | None, echo: Callable[[str], None],
+                overwrite: bool = False) -> Path:  # fmt: skip
+    """`gym export PATH --gguf QUANT`: PATH (a model or LoRA folder) as one GGUF file, checked.
+
+    The output may not be inside a folder the export reads, nor replace a file without ``overwrite``.
+    """
     from gym.export.gguf import GGUF_QUANTS
 
     if quant not in GGUF_QUANTS:
         raise GGUFError(f"--gguf must be one of {', '.join(GGUF_QUANTS)}, got {quant!r}")
     if not path.is_dir():
-        raise GGUFError(f"{path} is not a folder; pass a trained model or LoRA output folder")
+        if path.exists():
+            raise GGUFError(f"{path} is not a folder; pass a trained model or LoRA output folder")
+        raise GGUFError(f"{path} {missing_reason(path)}; pass a trained model or LoRA output folder")
     target = output or path.with_name(f"{path.name}-{quant}.gguf")
-    if target.is_dir():
-        raise GGUFError(f"--output {target} is a folder; name the .gguf file to write")
+    check_output(target, source_folders(path), overwrite, FILE)
     with tempfile.TemporaryDirectory(prefix="gym-gguf-") as scratch:
-        return convert_and_check(merged_model(path, Path(scratch), echo), target, quant, echo)
+        try:
+            merged = merged_model(path, Path(scratch), echo)
+        except (ValueError, OSError) as error:
+            raise GGUFError(first_line(error)) from None
+        return convert_and_check(merged, target, quant, echo)

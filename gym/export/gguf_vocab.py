@@ -22,7 +22,8 @@ class VocabError(ValueError):
 
 def _pre_tokenizer_name(tokenizer_json: dict[str, Any], arch: str) -> str:
     """The llama.cpp pre-tokenizer for a byte-level BPE: GPT-2's regex, or the architecture's own."""
-    pre = tokenizer_json.get("pre_tokenizer") or {}
+    pre = tokenizer_json.get("pre_tokenizer")
+    pre = pre if isinstance(pre, dict) else {}
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
         return "gpt-2"  # a bare ByteLevel pre-tokenizer splits with GPT-2's pattern (builtin:tiny)
     return {"qwen2": "qwen2"}.get(arch, "llama-bpe")
@@ -32,18 +33,9 @@ def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int) -> None:
     """Add the tokenizer of ``model_dir`` (its tokenizer.json) to ``writer``, padded to ``n_vocab`` rows."""
     import gguf
 
-    path = model_dir / "tokenizer.json"
-    if not path.is_file():
-        raise VocabError(
-            f"{model_dir} has no tokenizer.json; GGUF export needs the fast tokenizer saved beside the weights"
-        )
+    path = model_dir / "tokenizer.json"  # checked by gym.export.tokenizer_checks before conversion
     tokenizer_json = json.loads(path.read_text(encoding="utf-8"))
-    model = tokenizer_json.get("model") or {}
-    if model.get("type") != "BPE":
-        raise VocabError(
-            f"{path} is a {model.get('type')!r} tokenizer; GGUF export writes BPE tokenizers "
-            "(byte-level as in Llama 3 and Qwen2, or byte-fallback as in Llama 2 and Mistral)"
-        )
+    model = tokenizer_json["model"]
     byte_fallback = bool(model.get("byte_fallback"))
     vocab: dict[str, int] = dict(model["vocab"])
     kinds: dict[int, int] = {}
@@ -51,7 +43,7 @@ def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int) -> None:
         vocab[added["content"]] = added["id"]
         kinds[added["id"]] = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
     by_id = {token_id: text for text, token_id in vocab.items()}
-    size = max(n_vocab, max(by_id) + 1)
+    size = n_vocab  # every id is below it (gym.export.tokenizer_checks)
     tokens, types = [], []
     for token_id in range(size):
         text = by_id.get(token_id)
@@ -75,5 +67,13 @@ def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int) -> None:
         writer.add_tokenizer_pre(_pre_tokenizer_name(tokenizer_json, arch))
     writer.add_token_list(tokens)
     writer.add_token_types(types)
-    special = gguf.SpecialVocab(model_dir, load_merges=not byte_fallback, n_vocab=size)
+    try:  # the gguf package walks tokenizer_config.json and post_processor without checking their shapes
+        special = gguf.SpecialVocab(model_dir, load_merges=not byte_fallback, n_vocab=size)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+        from gym.failures import first_line
+
+        raise VocabError(
+            f"{model_dir}: tokenizer.json or tokenizer_config.json is not in the shape the gguf package reads "
+            f"({first_line(error)}); re-save the tokenizer with transformers"
+        ) from None
     special.add_to_gguf(writer, quiet=True)

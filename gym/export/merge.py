@@ -13,11 +13,37 @@ from gym.engine.loading import ModelSource, adapter_base, load_model_and_tokeniz
 from gym.model.folders import ADAPTER_CONFIG, is_adapter_folder
 
 
-def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
-    """`gym export --merge`: base + LoRA merged into plain weights, saved with the adapter's tokenizer."""
-    adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
+def require_adapter(adapter_dir: Path) -> None:
     if not is_adapter_folder(adapter_dir):
         raise ValueError(f"{adapter_dir} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
+
+
+def export_merged(adapter_dir: Path, target: Path, overwrite: bool) -> Path:
+    """`gym export --merge`: the merged model built in a hidden sibling of ``target``, renamed into place.
+
+    ``target`` may not be inside (or hold) the adapter or its base, nor replace a folder without ``overwrite``.
+    """
+    import shutil
+    import tempfile
+
+    from gym.export.output import FOLDER, check_output, new_parents, replace_folder, source_folders
+
+    require_adapter(adapter_dir)
+    check_output(target, source_folders(adapter_dir), overwrite, FOLDER)
+    with new_parents(target):
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+        try:
+            merge_adapter(adapter_dir, staging)
+            replace_folder(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def merge_adapter(adapter_dir: str | Path, output_dir: str | Path) -> Path:
+    """Base + LoRA merged into plain weights in ``output_dir``, saved with the adapter's tokenizer."""
+    adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
+    require_adapter(adapter_dir)
     resolved = adapter_dir.resolve()
     source = ModelSource(model_id=adapter_dir.name, base=adapter_base(resolved), adapter=str(resolved))
     from gym.model.quantized import checkpoint_quantization, merge_refusal

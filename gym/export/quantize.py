@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gym.export.output import new_parents, replace_folder
 from gym.files import gym_cache_home
 from gym.model.quantized import gptqmodel_environment
 
@@ -87,17 +88,18 @@ def quantize_folder(merged: Path, target: Path, method: str, rows: list[dict[str
     shutil.rmtree(staging, ignore_errors=True)
     logs = gym_cache_home() / "gptqmodel-logs"  # GPTQModel writes logs/ into the working directory
     logs.mkdir(parents=True, exist_ok=True)
-    with contextlib.chdir(logs):
-        model = GPTQModel.load(str(merged), settings)
-        model.quantize(rows, batch_size=4, backend=backend)
-        model.save(str(staging))
-    for name in merged.iterdir():  # tokenizer, chat template, card: everything the weights do not replace
-        if name.is_file() and not (staging / name.name).exists():
-            shutil.copy2(name, staging / name.name)
-    check_reload(staging, method, rows[0])
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    try:
+        with contextlib.chdir(logs):
+            model = GPTQModel.load(str(merged), settings)
+            model.quantize(rows, batch_size=4, backend=backend)
+            model.save(str(staging))
+        for name in merged.iterdir():  # tokenizer, chat template, card: everything the weights do not replace
+            if name.is_file() and not (staging / name.name).exists():
+                shutil.copy2(name, staging / name.name)
+        check_reload(staging, method, rows[0])
+        replace_folder(staging, target)  # an old folder is replaced only by a finished, reloaded one
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -141,7 +143,7 @@ def export_quantized(
 
     with status("preparing calibration rows"):
         rows = calibration_rows(config, load_tokenizer(config))
-    with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="gym-merged-") as scratch, new_parents(target):
         merged = path
         if is_adapter_folder(path):
             with status(f"merging {path}"):
