@@ -101,8 +101,8 @@ class GateReport:
     def read(cls, folder: str | Path) -> GateReport | None:
         try:
             return cls.from_dict(json.loads((Path(folder) / GATES_FILE).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            return None
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+            return None  # a damaged record is no record: the gates are checked again
 
     def summary(self) -> str:
         """One line: how many gates hold, and each failed one with how far it fell short."""

@@ -26,14 +26,22 @@ without a baseline; ``stderr`` is null where lm-eval reports "N/A".
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gym.config.errors import shorten
 from gym.markup import md_text
 
 RESULTS_FILE = "eval_results.json"
 FORMAT = 1
+MAX_RESULTS_BYTES = 4_000_000  # a few hundred bytes per row: thousands of tasks stay far below it
+
+
+class ResultsError(ValueError):
+    """An ``eval_results.json`` that is not a report: one sentence (or, from :meth:`EvalReport.parse`, the
+    phrase saying what is wrong, for the caller to say where it came from)."""
 
 
 @dataclass
@@ -80,10 +88,14 @@ class EvalReport:
         return {"format": FORMAT, **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
-        data = {k: v for k, v in data.items() if k != "format"}
-        data["results"] = [TaskScore(**row) for row in data.get("results", [])]
-        return cls(**data)
+    def from_dict(cls, data: Any) -> EvalReport:
+        """The report ``data`` describes; :class:`ResultsError` (what is wrong, where) for any other shape."""
+        fields = _checked(data, REPORT_FIELDS, "")
+        fields["results"] = [
+            TaskScore(**_checked(row, SCORE_FIELDS, f"results[{index}]."))
+            for index, row in enumerate(fields["results"])
+        ]
+        return cls(**fields)
 
     def write(self, folder: str | Path) -> Path:
         """Write ``eval_results.json`` into ``folder`` and return its path."""
@@ -94,11 +106,147 @@ class EvalReport:
 
     @classmethod
     def read(cls, path: str | Path) -> EvalReport:
-        """Read an ``eval_results.json`` (or the folder holding one)."""
+        """Read an ``eval_results.json`` (or the folder holding one).
+
+        Raises :class:`ResultsError` (a ValueError) with one sentence naming the file, what is wrong with
+        it and that `gym eval` rewrites it, for every file that is not such a report.
+        """
         path = Path(path)
         if path.is_dir():
             path = path / RESULTS_FILE
-        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        try:
+            return cls.parse(_read_bounded(path))
+        except ResultsError as error:
+            raise ResultsError(f"{path}: {error}; run `gym eval` again to rewrite it") from None
+
+    @classmethod
+    def parse(cls, data: bytes) -> EvalReport:
+        """The report in ``data`` (an eval_results.json read from elsewhere, e.g. the Hub); ResultsError
+        with what is wrong (no file name: the caller names where it came from)."""
+        if len(data) > MAX_RESULTS_BYTES:
+            raise ResultsError(
+                f"is more than {MAX_RESULTS_BYTES:,} bytes; Gym writes a few kilobytes per task"
+            )
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ResultsError("is not UTF-8 text") from None
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ResultsError(
+                f"is not JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+            ) from None
+        except ValueError:  # Python refuses integers of more than 4,300 digits
+            raise ResultsError("holds a number too long to be a score") from None
+        except RecursionError:
+            raise ResultsError("nests too deeply to be a report") from None
+        return cls.from_dict(document)
+
+
+# What each key of the file may hold, and whether it must be there. Gym writes exactly these; a file that
+# holds anything else was damaged (or written by someone else) and is refused rather than half-used.
+TEXT, NUMBER, WHOLE, FLAG, OBJECT, LIST = (
+    "text",
+    "a number",
+    "a whole number",
+    "true or false",
+    "an object",
+    "a list",
+)
+KINDS: dict[str, tuple[type, ...]] = {TEXT: (str,), NUMBER: (int, float), WHOLE: (int,), FLAG: (bool,),
+                                      OBJECT: (dict,), LIST: (list,)}  # fmt: skip
+Field = tuple[str, bool, bool]  # (kind, may be null, required)
+SCORE_FIELDS: dict[str, Field] = {
+    "task": (TEXT, False, True), "metric": (TEXT, False, True), "value": (NUMBER, True, True),
+    "source": (TEXT, False, False), "filter": (TEXT, False, False), "stderr": (NUMBER, True, False),
+    "samples": (WHOLE, True, False), "base_value": (NUMBER, True, False), "delta": (NUMBER, True, False),
+    "higher_is_better": (FLAG, True, False), "n_shot": (WHOLE, True, False),
+    "chat_template": (FLAG, False, False), "dataset": (OBJECT, False, False),
+}  # fmt: skip
+REPORT_FIELDS: dict[str, Field] = {
+    "model": (TEXT, False, True), "results": (LIST, False, True), "base_model": (TEXT, True, False),
+    "lm_eval_version": (TEXT, False, False), "num_fewshot": (WHOLE, True, False), "limit": (WHOLE, False, False),
+    "batch_size": (WHOLE, True, False), "wall_seconds": (OBJECT, False, False),
+    "training_data": (OBJECT, False, False),
+}  # fmt: skip
+TABLE_VALUES = {"wall_seconds": NUMBER, "training_data": NUMBER, "dataset": TEXT}  # each value, or null
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in the words of the sentence (``true`` is no number to Gym)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return FLAG
+    return next((kind for kind, types in KINDS.items() if isinstance(value, types)), type(value).__name__)
+
+
+def _fits(value: Any, kind: str, nullable: bool) -> bool:
+    if value is None:
+        return nullable
+    if isinstance(value, bool) and kind != FLAG:
+        return False
+    return isinstance(value, KINDS[kind])
+
+
+def _shown(value: Any) -> str:
+    return shorten(json.dumps(value), 40) if isinstance(value, (str, int, float)) else _kind(value)
+
+
+def _checked(data: Any, fields: dict[str, Field], where: str) -> dict[str, Any]:
+    """``data``'s known keys, each of the kind Gym writes; ResultsError naming the first that is not.
+
+    Unknown keys (a newer Gym's) are left out.
+    """
+    subject = where.rstrip(".") + " " if where else ""  # "results[2] " for a row, "" for the file itself
+    if not isinstance(data, dict):
+        raise ResultsError(f"{subject}is {_kind(data)}, not an object")
+    kept: dict[str, Any] = {}
+    for key, (kind, nullable, required) in fields.items():
+        if key not in data:
+            if required:
+                raise ResultsError(f"{subject}has no {key!r}")
+            continue
+        value = data[key]
+        if not _fits(value, kind, nullable):
+            raise ResultsError(
+                f"{where}{key} is {_shown(value)}, not {kind}" + (" or null" if nullable else "")
+            )
+        if key == "stderr" and isinstance(value, float) and not math.isfinite(value):
+            # an infinite stderr would turn `>= champion - 2*stderr` into a gate that always passes
+            raise ResultsError(f"{where}{key} is {value!r}, not a finite number")
+        if key in TABLE_VALUES:
+            for name, item in value.items():
+                if not _fits(item, TABLE_VALUES[key], True):
+                    raise ResultsError(
+                        f"{where}{key}.{shorten(name, 40)} is {_shown(item)}, not {TABLE_VALUES[key]} or null"
+                    )
+        kept[key] = value
+    return kept
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file of at most :data:`MAX_RESULTS_BYTES`; ResultsError otherwise."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once, unread
+    except OSError as error:
+        raise ResultsError(f"cannot be read ({error.strerror or type(error).__name__})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsError("is not a regular file")
+        if info.st_size > MAX_RESULTS_BYTES:
+            raise ResultsError(f"is {info.st_size:,} bytes; Gym writes a few kilobytes per task")
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            return stream.read(MAX_RESULTS_BYTES + 1)
+    except OSError as error:
+        raise ResultsError(f"cannot be read ({error.strerror or type(error).__name__})") from None
+    finally:
+        os.close(fd)
 
 
 HELD_OUT_METRICS = (("loss", "eval_loss", False), ("accuracy", "reward_accuracy", True),
