@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from tests.hub.hub_lfs import add_lfs_routes, is_lfs
 from tests.hub.hub_plans import space_refusal, whoami_answer
+from tests.hub.hub_xet import XetStore, add_xet_routes, xet_download_headers
 
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
 
@@ -88,6 +89,7 @@ class HubState:
     commits: list[str] = field(default_factory=list)  # "type:owner/name" per commit, in order
     fail: dict[str, list[int]] = field(default_factory=dict)  # route ("commit", "create") -> statuses
     downloads: list[str] = field(default_factory=list)
+    xet: XetStore = field(default_factory=XetStore)  # the Xet CAS (tests.hub.hub_xet)
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
@@ -218,6 +220,8 @@ def create_hub_app(state: HubState):
         return {"files": files, "commitOid": state.sha(key)}
 
     add_lfs_routes(app, state, writer=writer, error=error, no_repo=no_repo, injected=injected)
+    add_xet_routes(app, state, writer=writer, readable=readable, error=error, no_repo=no_repo, missing=missing,
+                   injected=injected)  # fmt: skip
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")
     async def commit(kind: str, owner: str, name: str, revision: str, request: Request):
@@ -353,6 +357,7 @@ def create_hub_app(state: HubState):
             where = f"{cdn}cdn-lfs/{sha256}?download={quote(f'{key}/{path}', safe='')}"
             headers = {"Location": where, "X-Repo-Commit": commit_sha, "X-Linked-Etag": f'"{sha256}"',
                        "X-Linked-Size": str(len(content)), "ETag": f'"{hashlib.sha1(content).hexdigest()}"'}  # fmt: skip
+            headers.update(xet_download_headers(state, key, sha256, str(request.base_url)))
             return Response(status_code=302, headers=headers)
         if request.method == "GET":
             state.downloads.append(f"{key}/{path}")

@@ -51,6 +51,10 @@ def add_lfs_routes(
         if f"{kind}:{owner}/{name}" not in state.repos:
             return no_repo()
         body = await request.json()
+        if "xet" in body.get("transfers", []):  # a client with hf_xet: the Hub stores it in Xet (hub_xet.py)
+            objects = [{"oid": item["oid"], "size": item["size"]} for item in body["objects"]]
+            return JSONResponse({"transfer": "xet", "objects": objects, "hash_algo": "sha256"},
+                                media_type="application/vnd.git-lfs+json")  # fmt: skip
         if body.get("operation") != "upload" or "basic" not in body.get("transfers", ["basic"]):
             return error(422, "only the basic upload transfer is offered here")
         objects = []
