@@ -215,7 +215,7 @@ def _checked(data: Any, fields: dict[str, Field], where: str) -> dict[str, Any]:
             )
         if key == "stderr" and isinstance(value, float) and not math.isfinite(value):
             # an infinite stderr would turn `>= champion - 2*stderr` into a gate that always passes
-            raise ResultsError(f"{where}{key} is {value!r}, not a finite number")
+            raise ResultsError(f"{where}{key} is {_shown(value)}, not a finite number")
         if key in TABLE_VALUES:
             for name, item in value.items():
                 if not _fits(item, TABLE_VALUES[key], True):

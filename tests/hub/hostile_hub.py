@@ -8,7 +8,8 @@ https://huggingface.co/docs/huggingface_hub/package_reference/file_download). Th
 
 - ``hang``: accept the request and never answer;
 - ``trickle``: answer 200 and send one byte every 0.2 s, forever;
-- serve any bytes (a 20 MB card, an alias bomb) with any headers (a commit id or ETag that is a path).
+- serve any bytes (a 20 MB card, an alias bomb) with any headers (a commit id or ETag that is a path),
+  with or without a ``Content-Length`` (``unsized``: the body ends when the connection closes).
 
 A plain ``http.server`` rather than FastAPI, so a route can stall or trickle at the socket. It binds
 127.0.0.1 only; leaving the ``with`` block releases every stalled request.
@@ -33,6 +34,7 @@ class HostileState:
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # route -> extra response headers
     hang: set[str] = field(default_factory=set)
     trickle: set[str] = field(default_factory=set)
+    unsized: set[str] = field(default_factory=set)  # sent without Content-Length, ended by closing
     requests: list[str] = field(default_factory=list)  # "METHOD path" of each request, in order
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -73,7 +75,13 @@ def _handler(state: HostileState) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             headers = {"Content-Type": "application/octet-stream", "X-Repo-Commit": state.sha,
                        "ETag": '"0123456789abcdef0123456789abcdef01234567"', **state.headers.get(name, {})}  # fmt: skip
-            headers.setdefault("Content-Length", str(len(content) if name not in state.trickle else 10**9))
+            if name in state.unsized:
+                headers["Connection"] = "close"
+                self.close_connection = True
+            else:
+                headers.setdefault(
+                    "Content-Length", str(len(content) if name not in state.trickle else 100_000)
+                )
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
