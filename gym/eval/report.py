@@ -117,7 +117,9 @@ class EvalReport:
         try:
             return cls.parse(_read_bounded(path))
         except ResultsError as error:
-            raise ResultsError(f"{path}: {error}; run `gym eval` again to rewrite it") from None
+            from gym.config.reading import display_path
+
+            raise ResultsError(f"{display_path(path)}: {error}; run `gym eval` again to rewrite it") from None
 
     @classmethod
     def parse(cls, data: bytes) -> EvalReport:
