@@ -26,6 +26,25 @@ if TYPE_CHECKING:
 LOCAL_STAGES = ["train", "eval", "card", "deploy"]
 
 
+def _space_plan_notes(config: GymConfig) -> list[str]:
+    """The Space's hardware checked against its owner's plan before anything runs; a refusal stops the plan."""
+    import os
+
+    from gym.hub.plans import PlanError, check_space_plan
+    from gym.launch.task import LaunchError
+
+    if config.hub is None or config.space is None or config.hub.push == "none":
+        return []
+    try:
+        note = check_space_plan(config)
+    except PlanError as error:
+        raise LaunchError(str(error)) from None
+    if note is None and not os.environ.get(config.hub.token_env):
+        return [f"Space hardware {config.space.hardware!r} is not checked against the owner's plan: "
+                f"${config.hub.token_env} is not set for this step"]  # fmt: skip
+    return [f"Space hardware {note}"] if note else []
+
+
 def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, workspace: Path) -> PlanView:
     """The plan a reviewer sees; raises :class:`gym.launch.task.LaunchError` when it cannot launch."""
     from gym.hub.space import space_token_of
@@ -33,6 +52,7 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
 
     space_token = space_token_of(config.hub, config.space)
     space_notes = [f"the Space gets {space_token}"] if space_token else []
+    space_notes += _space_plan_notes(config)
     if not cloud:
         publishes = config.hub is not None or config.space is not None
         stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]

@@ -8,6 +8,10 @@ import os
 # (one per core) OpenMP threads of the two workers fight for the cores and tiny ops run ~30x slower.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# Whether a Gym version is released is asked of the package index when a Space is rendered
+# (gym/hub/space_code.py): the suite's index answers nothing (a refused loopback port), so Spaces carry the
+# serving code unless a test starts an index of its own.
+os.environ.setdefault("GYM_PACKAGE_INDEX", "http://127.0.0.1:9/pypi")
 
 import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -126,7 +126,12 @@ def create_space_app(settings_file: str | Path) -> Any:
     from gym.api.factory import build_serving_app
 
     settings = json.loads(Path(settings_file).read_text(encoding="utf-8"))
+    if settings.get("zerogpu"):  # hardware zero-a10g: generation inside @spaces.GPU (gym/api/zerogpu.py)
+        from gym.api.zerogpu import build_zerogpu_app as build_serving_app
     model = os.environ.get("GYM_MODEL") or settings["model"]
+    carried = Path(settings_file).parent / model  # a private model's weights carried in the Space (model/)
+    if not os.environ.get("GYM_MODEL") and "/" not in model and carried.is_dir():
+        model = str(carried)
     api_key = os.environ.get(settings.get("api_key_env", "GYM_API_KEY")) or None
     system_prompt = None
     if settings.get("experiences"):  # a training-free GRPO library carried by the Space
@@ -139,4 +144,9 @@ def create_space_app(settings_file: str | Path) -> Any:
         model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name"),
         system_prompt=system_prompt,
     )  # fmt: skip
-    return mount_chat(app, app.state.backend, settings.get("title", model), system_prompt, api_key)
+    app = mount_chat(app, app.state.backend, settings.get("title", model), system_prompt, api_key)
+    if settings.get("zerogpu"):
+        from gym.api.zerogpu import announce_to_zerogpu
+
+        announce_to_zerogpu()
+    return app

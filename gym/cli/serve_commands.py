@@ -268,6 +268,16 @@ def deploy(
         "--reuse-push-token",
         help="Give the Space the push token (write access) as HF_TOKEN (space.reuse_push_token).",
     ),
+    space_only: bool = typer.Option(
+        False, "--space-only", help="Leave the model repo as it is; create or update only the Space."
+    ),
+    no_wait: bool = typer.Option(
+        False, "--no-wait", help="Do not follow the Space until it runs and answers (space.wait_minutes = 0)."
+    ),
+    wait_timeout: float | None = typer.Option(
+        None, "--wait-timeout", help="Seconds to follow the Space (default: space.wait_minutes, else 900).",
+        show_default=False,
+    ),
 ) -> None:
     """Push the model and its card to the Hub and create or update its Space (Gradio chat + OpenAI API)."""
     from gym.hub.push import DeployError, plan_deploy, run_deploy
@@ -276,8 +286,14 @@ def deploy(
         plan = plan_deploy(config, model_path=model_path, repo_id=repo_id, space_id=space_id,
                            push_to_hub=push_to_hub, token_flag=hf_token, dry_run=dry_run,
                            space_token_env=space_hf_token_env, reuse_push_token=reuse_push_token)  # fmt: skip
+        if space_only:
+            if plan.space is None:
+                raise DeployError("--space-only: this deploy has no Space (add a [space] table or pass --space-id)")
+            plan.space_only = True
+        if no_wait or wait_timeout is not None:
+            plan.wait, plan.wait_timeout_s = not no_wait, wait_timeout or plan.wait_timeout_s
         echo = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
-        if not dry_run:
+        if not dry_run and not space_only:  # the gates guard the model push; --space-only pushes no model
             from gym.hub.promotion import gate_deploy
 
             gated = config if config is not None or model_path is not None else Path("gym.toml")

@@ -162,7 +162,13 @@ class SpaceConfig(Section):
         description="Space repository 'owner/name'.", examples=["my-org/support-bot-chat"]
     )
     hardware: str = Field(
-        default="cpu-basic", description="Space hardware flavour: " + ", ".join(SPACE_HARDWARE) + "."
+        default="auto",
+        description="Space hardware flavour: 'auto' or one of " + ", ".join(SPACE_HARDWARE) + ". 'auto' picks "
+        "what the owner's plan can host (read from the token's whoami at deploy): cpu-basic for a PRO user or "
+        "a Team/Enterprise organization, zero-a10g (ZeroGPU) for a free personal account. A flavour the plan "
+        "cannot have (since July 2026 the Hub refuses Gradio Spaces on cpu-basic without PRO/Team, and paid "
+        "hardware without a payment method) is refused before training: by `gym deploy --dry-run`, the first "
+        "stage of `gym launch` and the Action's plan. `gym validate` stays offline and does not check it.",
     )
     backend: Literal["transformers", "vllm"] = Field(
         default="transformers", description="Serving engine in the Space."
@@ -195,16 +201,24 @@ class SpaceConfig(Section):
         "token. That token can write to every repository of its account, and the Space holds it; prefer "
         "space.hf_token_env.",
     )
+    wait_minutes: float = Field(
+        default=15,
+        ge=0,
+        description="How long `gym deploy` (and gym launch's deploy stage) follows the pushed Space until it is "
+        "RUNNING and has answered one chat request through its API; a Space that fails to build or start "
+        "fails the deploy with the last lines of its log. 0 = do not wait (the deploy then says nothing about "
+        "whether the Space runs).",
+    )
 
     @field_validator("hardware")
     @classmethod
     def _check_hardware(cls, value: str) -> str:
-        if value not in SPACE_HARDWARE:
+        if value != "auto" and value not in SPACE_HARDWARE:
             from gym.config.suggest import did_you_mean
 
             raise fail(
-                f"expected a Space hardware flavour ({', '.join(SPACE_HARDWARE)}), got {value!r}"
-                f"{did_you_mean(value, SPACE_HARDWARE)}"
+                f"expected 'auto' or a Space hardware flavour ({', '.join(SPACE_HARDWARE)}), got {value!r}"
+                f"{did_you_mean(value, ('auto', *SPACE_HARDWARE))}"
             )
         return value
 

@@ -246,7 +246,7 @@ def cross_field_issues(config: GymConfig) -> list[Issue]:
                     )
                 )
     space = config.space
-    if space is not None and space.backend == "vllm" and space.hardware.startswith(("cpu", "sprx")):
+    if space is not None and space.backend == "vllm" and space.hardware.startswith(("cpu", "sprx", "auto")):
         issues.append(
             (
                 ("space", "backend"),

@@ -68,7 +68,7 @@ tasks = []                           # e.g. ["mmlu", "cmmlu"] or paths to lm-eva
 
 # [space]
 # repo_id = "my-org/{name}-chat"
-# hardware = "cpu-basic"
+# hardware = "auto"
 """
 
 METHOD_SECTIONS = {

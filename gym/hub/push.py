@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gym.hub.payload import describe_push_error, has_weights, is_training_free, model_files
 from gym.hub.space import SpaceSettings, describe_space_token, render_space
@@ -54,6 +54,19 @@ class DeployPlan:
     space_token_env: str | None = None  # the variable whose value the Space gets as HF_TOKEN
     training_free: bool = False
     config: GymConfig | None = field(default=None, repr=False)  # the run's, for the GGUF quality rows
+    space_only: bool = False  # --space-only: the model repo is left as it is, only the Space is published
+    wait: bool = True  # follow the Space's runtime until it runs (--no-wait skips)
+    wait_timeout_s: float = 900.0
+    hardware_note: str = ""  # how space.hardware was chosen (the owner's plan), for the plan
+
+    @property
+    def space_token(self) -> str | None:
+        """The value the Space gets as HF_TOKEN (None: no secret)."""
+        if self.space_token_env is None:
+            return None
+        if self.space_token_env == "--hf_token":
+            return self.token
+        return os.environ.get(self.space_token_env) or None
 
     @property
     def space_token_text(self) -> str:
@@ -79,13 +92,20 @@ class DeployPlan:
             )
             out.append(
                 f"space  {self.space.space_repo} (gradio + OpenAI API, {served}, "
-                f"hardware {self.space.hardware}, secret ${self.space.api_key_env}"
+                f"hardware {self.hardware_note or self.space.hardware}, secret ${self.space.api_key_env}"
                 f"{'' if os.environ.get(self.space.api_key_env) else ' not set locally: API and chat open'})"
             )
             if self.space.weights_note:
                 out.append(f"space  serves {'GGUF ' + self.space.gguf if self.space.gguf else 'the pushed weights'}: "
                            f"{self.space.weights_note}")  # fmt: skip
-            out.append(f"space  {self.space_token_text}")
+            if self.space.bundled:
+                out.append(
+                    f"space  reads the model from a copy of its weights in its own repo (private, like {self.model_repo}), "
+                    "so it holds no token; to serve from the model repo instead, give it a read token with "
+                    "--space-hf-token-env VAR (space.hf_token_env)"
+                )
+            else:
+                out.append(f"space  {self.space_token_text}")
         out.append(f"token  {'from --hf_token' if self.token and self.token_env == '--hf_token' else '$' + self.token_env}"
                    f"{'' if self.token else ' (not set)'}")  # fmt: skip
         return out
@@ -161,7 +181,10 @@ def plan_from_config(
     if training_free:  # the Space serves the frozen base with the library; the repo holds no weights
         served = json.loads((model_dir / "training_free.json").read_text(encoding="utf-8"))["model"]
     space_repo = space_id or (space_cfg.repo_id if space_cfg else f"{repo}-chat")
-    hardware = space_cfg.hardware if space_cfg else "cpu-basic"
+    wants_space = space_cfg is not None or space_id is not None or config is None
+    hardware, hardware_note = _hardware(
+        space_cfg.hardware if space_cfg else "auto", space_repo, token, wants_space
+    )
     from gym.hub.gguf_deploy import choose_space_weights
 
     weights = choose_space_weights(hardware, space_cfg.backend if space_cfg else "transformers",
@@ -185,7 +208,8 @@ def plan_from_config(
     reuse = reuse_push_token or (space_cfg is not None and space_cfg.reuse_push_token and not space_token_env)
     read_env = space_token_env or (space_cfg.hf_token_env if space_cfg else None)
     space_token_env = push_source if reuse else read_env
-    if space is not None and private and space_token_env is None:
+    bundled = space is not None and private and space_token_env is None and not training_free
+    if bundled and config is not None and space_cfg is not None:
         shown = push_source if token_flag else f"${push_source}"
         raise DeployError(
             f"the model {repo} is private, so its Space needs a token to read it: set space.hf_token_env "
@@ -193,15 +217,37 @@ def plan_from_config(
             f"(or --reuse-push-token) to give the Space the push token ({shown}), "
             "which can write to the whole account"
         )
+    if space is not None and bundled:  # the bare command line: the Space carries the weights, no token
+        from dataclasses import replace
+
+        space = replace(space, bundled=True)
     if space is None:
         space_token_env = None
     return DeployPlan(
         model_dir=model_dir, model_repo=repo, push=hub.push if hub else "adapter",
         model_private=private, space=space,
-        space_private=space_cfg.private if space_cfg else False, dry_run=dry_run,
+        space_private=(space_cfg.private if space_cfg else False) or bundled, dry_run=dry_run,
         token=token, token_env="--hf_token" if token_flag else token_env,
         space_token_env=space_token_env, training_free=training_free, config=config,
+        hardware_note=hardware_note, wait=space_cfg.wait_minutes > 0 if space_cfg else True,
+        wait_timeout_s=space_cfg.wait_minutes * 60 if space_cfg and space_cfg.wait_minutes else 900.0,
     )  # fmt: skip
+
+
+def _hardware(requested: str, space_repo: str, token: str | None, wanted: bool) -> tuple[str, str]:
+    """space.hardware checked against the owner's plan (``auto`` chosen from it); one sentence if refused.
+
+    Without a token (a dry run) ``auto`` is shown as such and the Space is rendered for cpu-basic.
+    """
+    if not wanted:
+        return ("cpu-basic" if requested == "auto" else requested), ""
+    from gym.hub.plans import PlanError, resolve_hardware
+
+    try:
+        hardware, note = resolve_hardware(requested, space_repo, token)
+    except PlanError as error:
+        raise DeployError(str(error)) from None
+    return ("cpu-basic" if hardware == "auto" else hardware), note
 
 
 def _check_variable_name(name: str) -> None:
@@ -229,42 +275,36 @@ def _whoami(token: str | None) -> str:
         ) from None
 
 
-def _space_token(plan: DeployPlan) -> str | None:
-    if plan.space_token_env is None:
-        return None
-    if plan.space_token_env == "--hf_token":
-        return plan.token
-    return os.environ.get(plan.space_token_env) or None
-
-
 def run_deploy(plan: DeployPlan, space_dir: Path | None = None, echo: Callable[[str], None] = print) -> None:
-    """Render the Space, then (unless a dry run) push the model and the Space and configure it.
+    """Render the Space, then (unless a dry run) settle the Space, push the model, publish the Space.
 
     Raises :class:`DeployError` (one sentence, no secret) on any failure; nothing in the model
-    folder is changed, so the same command retries.
+    folder is changed, so the same command retries (``--space-only`` once the model is pushed).
     """
     for line in plan.lines():
         echo(line)
     with tempfile.TemporaryDirectory(prefix="gym-space-") as scratch:
-        folder = render_space(space_dir or Path(scratch) / "space", plan.space) if plan.space else None
+        folder = space_dir or Path(scratch) / "space"
         if plan.dry_run:
-            where = f"; Space rendered in {folder}" if space_dir else ""
+            if plan.space:
+                render_space(folder, plan.space)
+            where = f"; Space rendered in {folder}" if space_dir and plan.space else ""
             echo(f"dry run: nothing was sent{where}")
             return
         if not plan.token:
             raise DeployError(f"no Hub token: set ${plan.token_env} or pass --hf_token")
-        if plan.space is not None and plan.space_token_env and not _space_token(plan):
+        if plan.space is not None and plan.space_token_env and not plan.space_token:
             raise DeployError(
                 f"the model {plan.model_repo} is private and its Space needs a read token: set "
                 f"${plan.space_token_env} (space.hf_token_env)"
             )
         secrets = (
             plan.token,
-            _space_token(plan),
+            plan.space_token,
             os.environ.get(plan.space.api_key_env) if plan.space else None,
         )
         try:
-            _push(plan, folder, Path(scratch), echo)
+            _deploy(plan, folder, Path(scratch), echo)
         except DeployError:
             raise
         except Exception as error:  # noqa: BLE001 - the Hub client's errors are phrased, never echoed
@@ -292,10 +332,36 @@ def _gguf_files(plan: DeployPlan, source: Path, files: dict[str, Path], scratch:
     return out
 
 
-def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Callable[[str], None]) -> None:
-    from huggingface_hub import CommitOperationAdd, HfApi
+def _deploy(plan: DeployPlan, space_folder: Path, scratch: Path, echo: Callable[[str], None]) -> None:
+    """The Space settled first (what the Hub may refuse), then the model, then the Space's files."""
+    from huggingface_hub import HfApi
+
+    from gym.hub.space_deploy import prepare_space, publish_space
 
     api = HfApi(token=plan.token)
+    if plan.space is not None:
+        prepare_space(api, plan, echo)
+    source, files, gguf = _payload(plan, scratch, echo)
+    pushed = None
+    if plan.space_only:
+        if not api.repo_exists(plan.model_repo):
+            raise DeployError(
+                f"--space-only: the model {plan.model_repo} is not on the Hub yet; run `gym deploy` without it"
+            )
+    elif files:
+        _push_model(api, plan, files, gguf, echo)
+        pushed = plan.model_repo
+    if plan.space is None:
+        return
+    bundle = _space_bundle(plan, source, files, gguf) if plan.space.bundled else None
+    render_space(space_folder, plan.space, bundle=bundle)
+    publish_space(api, plan, space_folder, echo, model_pushed=pushed)
+
+
+def _payload(
+    plan: DeployPlan, scratch: Path, echo: Callable[[str], None]
+) -> tuple[Path, dict[str, Path], dict[str, Path]]:
+    """The folder the weights come from, the files the model repo gets, and the GGUF files among them."""
     source = plan.model_dir
     if plan.push == "merged" and plan.is_adapter:
         from gym.export.merge import merge_adapter
@@ -311,35 +377,40 @@ def _push(plan: DeployPlan, space_folder: Path | None, scratch: Path, echo: Call
     if plan.push == "none":
         files = {}
     files.update(gguf)
-    if files:
-        api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)
-        operations: list = [
-            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()
-        ]
-        if gguf:  # the Space serves the one .gguf file of the repo: an earlier deploy's other type goes
-            from huggingface_hub import CommitOperationDelete
+    return source, files, gguf
 
-            stale = [n for n in api.list_repo_files(plan.model_repo) if n.endswith(".gguf") and n not in gguf]
-            operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
-        api.create_commit(plan.model_repo, operations=operations, commit_message="Upload model with gym")
-        echo(f"pushed {plan.model_repo} ({len(files)} files)")
-    if plan.space is None or space_folder is None:
-        return
-    repo = plan.space.space_repo
-    api.create_repo(repo, repo_type="space", space_sdk="gradio", private=plan.space_private, exist_ok=True)
-    api.upload_folder(
-        repo_id=repo,
-        repo_type="space",
-        folder_path=space_folder,
-        commit_message="Update Space with gym",
-    )
-    secret = os.environ.get(plan.space.api_key_env)
-    if secret:
-        api.add_space_secret(repo, plan.space.api_key_env, secret, description="API key of the API and chat")
-        echo(f"set Space secret {plan.space.api_key_env}")
-    read_token = _space_token(plan)
-    if read_token:
-        api.add_space_secret(repo, "HF_TOKEN", read_token, description="Reads the private model")
-        echo("set Space secret HF_TOKEN (reads the private model)")
-    api.request_space_hardware(repo, plan.space.hardware)
-    echo(f"Space {repo} updated (hardware {plan.space.hardware}): https://huggingface.co/spaces/{repo}")
+
+def _space_bundle(
+    plan: DeployPlan, source: Path, files: dict[str, Path], gguf: dict[str, Path]
+) -> dict[str, Path]:
+    """What a Space serving its own copy of a private model carries: the GGUF file and tokenizer it serves,
+    or the weights (adapter or full) with their tokenizer; no card, scores or checkpoints."""
+    from gym.hub.payload import CARD
+
+    weights = files or model_files(source)
+    if gguf:
+        from gym.hub.payload import TOKENIZER, WEIGHTS
+
+        keep = set(TOKENIZER) | {"config.json", "generation_config.json"}
+        weights = {n: p for n, p in weights.items() if n in keep and n not in WEIGHTS[2:]} | {
+            n: p for n, p in gguf.items() if n.endswith(".gguf")
+        }
+    return {name: path for name, path in weights.items() if name not in CARD and "/" not in name}
+
+
+def _push_model(
+    api: Any, plan: DeployPlan, files: dict[str, Path], gguf: dict[str, Path], echo: Callable[[str], None]
+) -> None:
+    from huggingface_hub import CommitOperationAdd
+
+    api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)
+    operations: list = [
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()
+    ]
+    if gguf:  # the Space serves the one .gguf file of the repo: an earlier deploy's other type goes
+        from huggingface_hub import CommitOperationDelete
+
+        stale = [n for n in api.list_repo_files(plan.model_repo) if n.endswith(".gguf") and n not in gguf]
+        operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
+    api.create_commit(plan.model_repo, operations=operations, commit_message="Upload model with gym")
+    echo(f"pushed {plan.model_repo} ({len(files)} files)")

@@ -41,6 +41,7 @@ LLAMA_CPP_REQUIREMENTS = "\n".join(
 
 
 ZEROGPU = "zero-a10g"
+BUNDLE_DIR = "model"  # where a Space that carries its weights keeps them
 # ZeroGPU Spaces import the `spaces` package (preinstalled there; listed so the app also starts elsewhere,
 # where its decorator runs the function as it is).
 ZEROGPU_REQUIREMENTS = "spaces"
@@ -57,6 +58,7 @@ class SpaceSettings:
     card_repo: str | None = None  # the pushed repo (card, scores) when it is not what the Space loads
     gguf: str | None = None  # GGUF type the Space serves with llama.cpp (backend "llamacpp"), else None
     weights_note: str = ""  # how the served weights were chosen (space.cpu_format), for the plan
+    bundled: bool = False  # the Space carries the served weights in its own repo (model/) and reads no repo
 
     @property
     def zerogpu(self) -> bool:
@@ -94,41 +96,81 @@ def space_token_of(hub: HubConfig | None, space: SpaceConfig | None) -> str:
     return describe_space_token(space.hf_token_env, push_token=False)
 
 
-def _versions() -> tuple[str, str]:
+# What the Hub builds a Gradio Space with: the README's python_version and sdk_version come from here, not
+# from the deploying machine (whose Python or Gradio the Hub may not offer). Newest first; the Gradio
+# versions are those Gym's Space app is tested with.
+SPACE_PYTHON_VERSIONS = ("3.12", "3.11", "3.10")
+SPACE_GRADIO_VERSIONS = ("6.31.0", "5.49.1")
+# A dev build's Space installs these and carries the serving code (gym/hub/space_code.py).
+SERVING_REQUIREMENTS = (
+    "torch", "transformers>=4.56", "tokenizers", "safetensors", "peft>=0.17", "accelerate", "huggingface_hub",
+    "fastapi>=0.110", "uvicorn>=0.29", "pydantic>=2.7,<3", "tomlkit>=0.12", "typer>=0.12", "rich>=13",
+    "pyyaml>=6", "jinja2>=3.1", "pillow>=10",
+)  # fmt: skip
+
+
+def space_versions() -> tuple[str, str]:
+    """(python_version, sdk_version) for the Space README: the deploying machine's when the Hub offers them."""
     from importlib.metadata import PackageNotFoundError, version
 
+    local_python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = local_python if local_python in SPACE_PYTHON_VERSIONS else SPACE_PYTHON_VERSIONS[0]
     try:
-        gradio = version("gradio")
+        local_gradio = version("gradio")
     except PackageNotFoundError:
-        gradio = "5.49.1"
-    try:
-        transformers = version("transformers").split(".dev")[0]
-    except PackageNotFoundError:
-        transformers = "4.56"
-    return gradio, transformers
+        local_gradio = ""
+    gradio = local_gradio if local_gradio in SPACE_GRADIO_VERSIONS else SPACE_GRADIO_VERSIONS[0]
+    return python, gradio
 
 
-def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Path = TEMPLATE_DIR) -> Path:
-    """Write the Space into ``out_dir`` (replacing its gym/ copy) and return it."""
+def _requirements(gradio: str) -> tuple[str, str]:
+    """What the Space installs Gym's serving code from: the released package, or a copy plus its needs."""
+    from gym import __version__
+    from gym.hub.space_code import is_released
+
+    if is_released(__version__):
+        return f"Gym {__version__} from the package index", f"zoo-gym[space]=={__version__}\ngradio=={gradio}"
+    lines = (*SERVING_REQUIREMENTS, f"gradio=={gradio}")
+    return (
+        f"Gym {__version__} is not on the package index: its serving code is copied beside app.py",
+        "\n".join(lines),
+    )
+
+
+def render_space(
+    out_dir: str | Path,
+    settings: SpaceSettings,
+    template_dir: Path = TEMPLATE_DIR,
+    bundle: dict[str, Path] | None = None,
+) -> Path:
+    """Write the Space into ``out_dir`` (replacing its gym/ copy) and return it; ``bundle``: the weights a
+    Space serving a private model without a token carries (``SpaceSettings.bundled``)."""
     if not (template_dir / "app.py").is_file():
         raise FileNotFoundError(f"Space template not found at {template_dir}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gradio, transformers = _versions()
+    python, gradio = space_versions()
+    how, requirements = _requirements(gradio)
     values = {
         "title": settings.space_repo.split("/")[-1],
         "sdk_version": gradio,
-        "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "python_version": python,
         "model_repo": settings.listed_repo,
         "hardware": settings.hardware,
         "tags": "\n".join(f"  - {tag}" for tag in TAGS),
         "space_host": settings.host,
         "api_key_env": settings.api_key_env,
         "served_model_name": settings.listed_repo,
-        "transformers_min": transformers,
+        "how": how,
+        "requirements": requirements,
         "extra": "\n".join(
-            filter(None, ({"vllm": "vllm", "llamacpp": LLAMA_CPP_REQUIREMENTS}.get(settings.backend, ""),
-                          ZEROGPU_REQUIREMENTS if settings.zerogpu else ""))
+            filter(
+                None,
+                (
+                    {"vllm": "vllm", "llamacpp": LLAMA_CPP_REQUIREMENTS}.get(settings.backend, ""),
+                    ZEROGPU_REQUIREMENTS if settings.zerogpu else "",
+                ),
+            )
         ),
     }
     for name in ("README.md", "requirements.txt"):
@@ -146,8 +188,22 @@ def render_space(out_dir: str | Path, settings: SpaceSettings, template_dir: Pat
     if settings.experiences:
         shutil.copy2(settings.experiences, out / "experiences.json")
         config["experiences"] = "experiences.json"
-    (out / "gym_space.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    package = Path(__file__).resolve().parents[1]
     shutil.rmtree(out / "gym", ignore_errors=True)
-    shutil.copytree(package, out / "gym", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not requirements.startswith("zoo-gym"):
+        from gym.hub.space_code import copy_serving_code
+
+        copy_serving_code(out)
+    if bundle:
+        _bundle_weights(out, bundle, config)
+    (out / "gym_space.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return out
+
+
+def _bundle_weights(out: Path, bundle: dict[str, Path], config: dict) -> None:
+    """A private model served from the Space's own (private) repo: its files under ``model/``, no token."""
+    folder = out / BUNDLE_DIR
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    for name, path in bundle.items():
+        shutil.copy2(path, folder / name)
+    config["model"] = BUNDLE_DIR

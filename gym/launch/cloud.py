@@ -85,6 +85,16 @@ def _job_id(result: Any, managed: bool) -> int | None:
     return first if isinstance(first, int) else None
 
 
+def _check_space_plan(config: GymConfig) -> None:
+    """The Space's hardware against its owner's plan, here, before a cloud machine is paid for."""
+    from gym.hub.plans import PlanError, check_space_plan
+
+    try:
+        check_space_plan(config)
+    except PlanError as error:
+        raise LaunchError(str(error)) from None
+
+
 def launch_cloud(
     config: GymConfig,
     config_path: Path | None,
@@ -108,6 +118,7 @@ def launch_cloud(
         config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to
     )
     secrets, missing = secret_values(plan.secrets, env, require=not dryrun)
+    _check_space_plan(config)
     for note in plan.notes:
         warn(f"note: {note}")
     result = LaunchResult(name=plan.name, managed=plan.managed)

@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from tests.hub.hub_lfs import add_lfs_routes, is_lfs
 from tests.hub.hub_plans import space_refusal, whoami_answer
+from tests.hub.hub_spaces import add_space_routes
 from tests.hub.hub_xet import XetStore, add_xet_routes, xet_download_headers
 
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
@@ -90,6 +91,9 @@ class HubState:
     fail: dict[str, list[int]] = field(default_factory=dict)  # route ("commit", "create") -> statuses
     downloads: list[str] = field(default_factory=list)
     xet: XetStore = field(default_factory=XetStore)  # the Xet CAS (tests.hub.hub_xet)
+    run_spaces: bool = False  # build and start pushed Spaces (tests.hub.hub_spaces); off: they stay BUILDING
+    space_env: dict[str, str] = field(default_factory=dict)  # extra environment of every Space started
+    spaces: Any = None  # tests.hub.hub_spaces.SpaceRuntimes, set by create_hub_app
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
@@ -188,6 +192,8 @@ def create_hub_app(state: HubState):
             state.refused.append(f"create {repo_id}: {refusal[1]}")
             return error(*refusal)
         state.repos[key] = body
+        if kind == "space" and body.get("hardware"):  # create_repo(space_hardware=...) requests it at once
+            state.hardware[repo_id] = body["hardware"]
         prefix = "" if kind == "model" else f"{kind}s/"
         return {"url": f"{request.base_url}{prefix}{repo_id}", "name": repo_id}
 
@@ -222,6 +228,7 @@ def create_hub_app(state: HubState):
     add_lfs_routes(app, state, writer=writer, error=error, no_repo=no_repo, injected=injected)
     add_xet_routes(app, state, writer=writer, readable=readable, error=error, no_repo=no_repo, missing=missing,
                    injected=injected)  # fmt: skip
+    state.spaces = add_space_routes(app, state, readable=readable, missing=missing)
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")
     async def commit(kind: str, owner: str, name: str, revision: str, request: Request):
@@ -266,6 +273,8 @@ def create_hub_app(state: HubState):
         kept.difference_update(deleted)
         kept.update(lfs_paths)
         state.commits.append(key)
+        if kind == "space":  # the Hub rebuilds and restarts a Space on each commit
+            state.spaces.pushed(f"{owner}/{name}", str(request.base_url).rstrip("/"))
         prefix = "" if kind == "model" else f"{kind}s/"
         return {
             "commitUrl": f"{request.base_url}{prefix}{owner}/{name}/commit/{state.sha(key)}",
@@ -383,6 +392,8 @@ def create_hub_app(state: HubState):
         allowed = writer(request, owner, "secrets")
         if isinstance(allowed, JSONResponse):
             return allowed
+        if (failure := injected("secrets")) is not None:
+            return failure
         if f"space:{owner}/{name}" not in state.repos:
             return no_repo()
         body = await request.json()
@@ -401,8 +412,11 @@ def create_hub_app(state: HubState):
         if (refusal := space_refusal(state, allowed, owner, body)) is not None:
             state.refused.append(f"hardware {owner}/{name}: {refusal[1]}")
             return error(*refusal)
+        changed = state.hardware.get(f"{owner}/{name}", state.repos[f"space:{owner}/{name}"].get("hardware")) != flavor
         state.hardware[f"{owner}/{name}"] = flavor
         state.repos[f"space:{owner}/{name}"]["hardware"] = flavor
+        if changed and state.files.get(f"space:{owner}/{name}"):  # new hardware: a restart
+            state.spaces.pushed(f"{owner}/{name}", str(request.base_url).rstrip("/"))
         return {
             "stage": "BUILDING",
             "hardware": {"current": None, "requested": flavor},
@@ -446,3 +460,4 @@ class HubDouble:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.state.spaces.close()
