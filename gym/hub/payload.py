@@ -10,6 +10,7 @@ run, the experience library and the reference to its frozen base.
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
 ADAPTER = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
@@ -72,14 +73,51 @@ def has_weights(files: dict[str, Path]) -> bool:
     return any(name in files for name in ("adapter_config.json", "config.json"))
 
 
+# hf_xet (the Xet transfer path, huggingface_hub's default) raises builtins such as ConnectionError whose
+# message alone keeps the HTTP status and the URL: "... HTTP status client error (403 Forbidden), domain: URL".
+XET_STATUS = re.compile(r"HTTP status (?:client|server) error \((\d{3})[^)]*\)(?:, domain: (\S+))?")
+
+
+def transfer_status(error: BaseException) -> tuple[int | None, bool]:
+    """The HTTP status behind a failed upload of file contents, and whether the Hub's API (True) or its
+    file storage (False) answered it. Both transfer paths are read: LFS, where huggingface_hub wraps the
+    storage's answer (``__cause__.response``), and Xet, where hf_xet's message carries it, as do
+    huggingface_hub's own Xet token errors. ``(None, False)`` when no status survived."""
+    for cause in (error.__cause__, error.__context__):
+        response = getattr(cause, "response", None)
+        status = getattr(response, "status_code", None)
+        if status is not None:
+            return status, _is_hub_api(str(getattr(response, "url", "")))
+    found = XET_STATUS.search(str(error))
+    if found is not None:
+        return int(found[1]), _is_hub_api(found[2] or "")
+    if isinstance(error, PermissionError) and type(error).__name__.startswith("Xet"):
+        return 401, False  # hf_xet's XetAuthenticationError: the storage refused its credentials
+    return None, False
+
+
+def _is_hub_api(url: str) -> bool:
+    """The Hub's API hands out the Xet tokens; xorbs, shards and LFS objects go to its file storage."""
+    return "/xet-write-token" in url or "/xet-read-token" in url
+
+
 def describe_push_error(error: BaseException, *, repo: str, token_env: str, folder: Path) -> str:
-    """One sentence for a failed push (no token in it), saying the outputs are kept and how to retry."""
+    """One sentence for a failed push (no token in it), saying the outputs are kept and how to retry.
+
+    A status from the file storage (an LFS object, a Xet xorb or shard) says so; one from the Hub's API,
+    whichever transfer path met it (a commit, or the Xet write token), names the token or the server.
+    """
     status = getattr(getattr(error, "response", None), "status_code", None)
     retry = f"the run's outputs stay in {folder}; retry with `gym deploy`"
-    # huggingface_hub wraps a failed LFS object upload (weights go to the Hub's storage, not its API)
-    stored = getattr(getattr(error.__cause__, "response", None), "status_code", None)
-    if status is None and stored is not None:
-        return f"the Hub's file storage answered HTTP {stored} while uploading the weights of {repo}; {retry}"
+    if status is None:
+        status, api = transfer_status(error)
+        if status is not None and not api:
+            if status >= 500:
+                return (
+                    f"the Hub's file storage failed while uploading the weights of {repo} "
+                    f"(HTTP {status}, a server error); {retry} later"
+                )
+            return f"the Hub's file storage answered HTTP {status} while uploading the weights of {repo}; {retry}"
     if status == 401:
         return f"the Hub refused the token in ${token_env} (401 unauthorized) while pushing {repo}; {retry}"
     if status == 403:
