@@ -122,7 +122,7 @@ class EvalReport:
             raise ResultsError(f"{display_path(path)}: {error}; run `gym eval` again to rewrite it") from None
 
     @classmethod
-    def parse(cls, data: bytes) -> EvalReport:
+    def parse(cls, data: bytes | str) -> EvalReport:
         """The report in ``data`` (an eval_results.json read from elsewhere, e.g. the Hub); ResultsError
         with what is wrong (no file name: the caller names where it came from)."""
         if len(data) > MAX_RESULTS_BYTES:
@@ -130,7 +130,7 @@ class EvalReport:
                 f"is more than {MAX_RESULTS_BYTES:,} bytes; Gym writes a few kilobytes per task"
             )
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
         except UnicodeDecodeError:
             raise ResultsError("is not UTF-8 text") from None
         try:
@@ -228,27 +228,19 @@ def _checked(data: Any, fields: dict[str, Field], where: str) -> dict[str, Any]:
     return kept
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of ``path``, a regular file of at most :data:`MAX_RESULTS_BYTES`; ResultsError otherwise."""
-    import os
-    import stat
+def _read_bounded(path: Path) -> str:
+    """The text of ``path``, a regular file of at most :data:`MAX_RESULTS_BYTES` (read as `gym init --from`
+    reads a YAML: never blocking on a FIFO); ResultsError otherwise."""
+    from gym.config.migrate.bounded_yaml import read_bounded
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once, unread
+        return read_bounded(path, MAX_RESULTS_BYTES, what="an eval_results.json", kind="a JSON file")
+    except UnicodeDecodeError:
+        raise ResultsError("is not UTF-8 text") from None
+    except ValueError as error:  # a folder, a FIFO or device, too large
+        raise ResultsError(str(error.args[0])) from None
     except OSError as error:
         raise ResultsError(f"cannot be read ({error.strerror or type(error).__name__})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ResultsError("is not a regular file")
-        if info.st_size > MAX_RESULTS_BYTES:
-            raise ResultsError(f"is {info.st_size:,} bytes; Gym writes a few kilobytes per task")
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            return stream.read(MAX_RESULTS_BYTES + 1)
-    except OSError as error:
-        raise ResultsError(f"cannot be read ({error.strerror or type(error).__name__})") from None
-    finally:
-        os.close(fd)
 
 
 HELD_OUT_METRICS = (("loss", "eval_loss", False), ("accuracy", "reward_accuracy", True),

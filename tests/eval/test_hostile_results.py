@@ -187,7 +187,7 @@ def test_each_shape_of_damage_says_what_is_wrong(gated: Path, content: bytes, re
 def test_a_file_too_large_or_not_a_file_is_refused_unread(gated: Path) -> None:
     big = b'{"model": "out", "results": [], "pad": "' + b"x" * 4_000_000 + b'"}'
     assert refused(big) == (
-        f"error: out/eval_results.json: is {len(big):,} bytes; Gym writes a few kilobytes per task; "
+        f"error: out/eval_results.json: is {len(big):,} bytes; an eval_results.json is read only up to 4 MB; "
         "run `gym eval` again to rewrite it"
     )
     Path("out/eval_results.json").unlink()

@@ -75,25 +75,29 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def read_bounded(path: Path) -> str:
-    """The text of ``path``: a regular file of at most :data:`MAX_BYTES` bytes, opened without blocking.
+def read_bounded(
+    path: Path, limit: int = MAX_BYTES, what: str = "a training YAML", kind: str = "a YAML file"
+) -> str:
+    """The text of ``path``: a regular file of at most ``limit`` bytes, opened without blocking.
 
-    Raises OSError or ValueError (unreadable, not a regular file, too large) with a user-facing reason
-    as its first argument.
+    Raises OSError or ValueError (unreadable, not a regular file, too large; UnicodeDecodeError when it is
+    not UTF-8) with a user-facing reason as its first argument, naming the file as ``kind`` and saying
+    ``what`` is read up to ``limit``. Also reads DeepSpeed configs and eval_results.json.
     """
+    cap = f"{limit / 1_000_000:g} MB"
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once, unread
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise ValueError("is a folder, not a YAML file")
+            raise ValueError(f"is a folder, not {kind}")
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError("is not a regular file (a pipe, socket or device); give the path of a YAML file")
-        if info.st_size > MAX_BYTES:
-            raise ValueError(f"is {info.st_size:,} bytes; a training YAML is read only up to 1 MB")
+            raise ValueError(f"is not a regular file (a pipe, socket or device); give the path of {kind}")
+        if info.st_size > limit:
+            raise ValueError(f"is {info.st_size:,} bytes; {what} is read only up to {cap}")
         with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(MAX_BYTES + 1)
+            data = stream.read(limit + 1)
     finally:
         os.close(fd)
-    if len(data) > MAX_BYTES:  # grew since it was looked at
-        raise ValueError("is more than 1 MB; a training YAML is read only up to 1 MB")
+    if len(data) > limit:  # grew since it was looked at
+        raise ValueError(f"is more than {cap}; {what} is read only up to {cap}")
     return data.decode("utf-8")
