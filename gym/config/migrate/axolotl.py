@@ -134,7 +134,8 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
         elif key == "deepspeed":
             carry_deepspeed(value, conversion, base)
         elif key in ("fsdp", "fsdp_config"):
-            carry_fsdp(data, conversion)
+            if key == "fsdp" or data.get("fsdp") is None:  # the pair is carried (or refused) once
+                carry_fsdp(data, conversion)
         elif key in IGNORED:
             conversion.ignored.append((key, IGNORED[key]))
         else:

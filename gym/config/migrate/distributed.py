@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from gym.config.errors import shorten
 from gym.config.migrate.convert import Conversion
 
 DS = ("train", "distributed", "deepspeed")
@@ -14,19 +16,21 @@ FS = ("train", "distributed", "fsdp")
 
 
 def carry_deepspeed(value: Any, conversion: Conversion, base: Path, key: str = "deepspeed") -> None:
-    """A DeepSpeed JSON (path, read when it exists; else its ZeRO stage from a name like ds_z3_config) or dict."""
+    """A DeepSpeed JSON (path, read when it exists; else its ZeRO stage from a name like ds_z3_config) or dict.
+
+    A file that exists is read as `gym init --from` reads the YAML (regular, at most 1 MB) and must be a JSON
+    object: one that is not is left behind with the reason, never guessed from its name.
+    """
     config = value if isinstance(value, dict) else None
     if config is None and isinstance(value, str):
-        path = base / value
-        if path.is_file() and path.stat().st_size < 1_000_000:
-            try:
-                config = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                config = None
-        if config is None:
+        config, problem = _deepspeed_file(base / value)
+        if problem:
+            conversion.skip(key, f"{shorten(value)} {problem}; set [train.distributed] in gym.toml by hand")
+            return
+        if config is None:  # no such file here: LLaMA-Factory's examples are named for their stage
             stage = re.search(r"z(?:ero)?_?([23])", Path(value).name)
             if stage is None:
-                conversion.skip(key, f"{value!r} could not be read and its name gives no ZeRO stage")
+                conversion.skip(key, f"{shorten(value)!r} could not be read and its name gives no ZeRO stage")
                 return
             config = {"zero_optimization": {"stage": int(stage.group(1))}}
     zero = (config or {}).get("zero_optimization") if isinstance(config, dict) else None
@@ -43,11 +47,65 @@ def carry_deepspeed(value: Any, conversion: Conversion, base: Path, key: str = "
                 conversion.put((*DS, "nvme_path"), offload["nvme_path"], key)
 
 
+def _deepspeed_file(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the config, "") from the JSON file at ``path``; (None, "") when there is no such file; (None, why)
+    when there is one that is not a DeepSpeed config Gym can read."""
+    from gym.config.migrate.bounded_yaml import read_bounded
+
+    try:
+        text = read_bounded(path, what="a DeepSpeed config", kind="a DeepSpeed JSON file")
+    except UnicodeDecodeError:
+        return None, "is not UTF-8 text"
+    except ValueError as error:  # a folder, a FIFO or device, too large; or a NUL in the name (no such file)
+        return None, "" if "null" in str(error) else str(error.args[0])
+    except OSError as error:
+        missing = error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
+        return None, "" if missing else f"cannot be read ({error.strerror or type(error).__name__})"
+    try:
+        config = json.loads(text)
+    except RecursionError:
+        return None, "nests too deeply to be a DeepSpeed config"
+    except ValueError as error:  # JSONDecodeError, or an integer of more than 4,300 digits
+        where = f" at line {error.lineno}" if isinstance(error, json.JSONDecodeError) else ""
+        return None, f"is not JSON{where}"
+    if not isinstance(config, dict):
+        return None, f"is {_kind(config)}, not a DeepSpeed config (a JSON object)"
+    return config, ""
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    for kinds, name in ((str, "text"), ((int, float), "a number"), (list, "a list"), (dict, "a mapping")):
+        if isinstance(value, kinds):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
 def carry_fsdp(data: dict[str, Any], conversion: Conversion) -> None:
-    """axolotl's ``fsdp: [full_shard, auto_wrap, offload]`` and ``fsdp_config:`` (fsdp_-prefixed or not)."""
-    options = data.get("fsdp") or []
-    options = options.split() if isinstance(options, str) else list(options)
-    settings = {str(k).removeprefix("fsdp_"): v for k, v in (data.get("fsdp_config") or {}).items()}
+    """axolotl's ``fsdp: [full_shard, auto_wrap, offload]`` and ``fsdp_config:`` (fsdp_-prefixed or not).
+
+    Either of another kind (``fsdp: 5``, ``fsdp_config: [..]``) leaves both behind with the reason.
+    """
+    options = data.get("fsdp")
+    config = data.get("fsdp_config")
+    if isinstance(options, str):
+        options = options.split()
+    if options not in (None, False) and not (
+        isinstance(options, list) and all(isinstance(o, str) for o in options)
+    ):
+        conversion.skip(
+            "fsdp", f"expected a list of FSDP options like [full_shard, auto_wrap], got {_kind(options)}"
+        )
+        return
+    if config is not None and not isinstance(config, dict):
+        conversion.skip(
+            "fsdp_config",
+            f"expected a mapping of FSDP settings (fsdp_offload_params: true, ...), got {_kind(config)}",
+        )
+        return
+    options = options or []
+    settings = {str(k).removeprefix("fsdp_"): v for k, v in (config or {}).items()}
     if not options and not settings:
         return
     conversion.put(("train", "distributed", "strategy"), "fsdp", "fsdp")
