@@ -16,13 +16,7 @@ from tests.config.test_migrate import lf_project  # noqa: F401 - the fixture
 from tests.config.test_migrate_distributed import AXOLOTL_FSDP, LF_Z3
 
 runner = CliRunner()
-AXOLOTL = """\
-base_model: NousResearch/Llama-3.2-1B
-datasets:
-  - path: data/chats.jsonl
-    type: alpaca
-adapter: lora
-"""
+AXOLOTL = AXOLOTL_FSDP.split("fsdp:")[0]  # the same run without its FSDP settings
 FSDP_OPTIONS = "expected a list of FSDP options like [full_shard, auto_wrap], got"
 FSDP_SETTINGS = "expected a mapping of FSDP settings (fsdp_offload_params: true, ...), got"
 
