@@ -241,7 +241,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[float, int]:
     return seconds, peak
 
 
-@pytest.mark.parametrize("hostile", ["never answers", "alias bomb", "20 MB of metadata"])
+@pytest.mark.parametrize("hostile", ["never answers", "alias bomb", "20 MB of metadata", "a string stderr"])
 def test_gym_deploy_against_a_hostile_champion_ends_in_bounded_time_and_memory(
     tmp_path: Path, baseline: tuple[float, int], hostile: str
 ) -> None:
@@ -257,6 +257,13 @@ def test_gym_deploy_against_a_hostile_champion_ends_in_bounded_time_and_memory(
     elif hostile == "alias bomb":
         files["README.md"] = card_with_metadata(ALIAS_BOMB)
         expected = f"error: the champion {REPO}: the metadata of its README.md is refused: its aliases expand"
+    elif hostile == "a string stderr":
+        files["eval_results.json"] = files["eval_results.json"].replace(
+            b'"stderr": 0.04', b'"stderr": "0.04"'
+        )
+        expected = (
+            f'error: the champion {REPO}: its eval_results.json results[0].stderr is "0.04", not a number'
+        )
     else:
         files["README.md"] = card_with_metadata("notes: " + "x" * 20_000_000)
         state.unsized.add("README.md")
