@@ -5,10 +5,18 @@ The deploy stage pushes the model and creates or updates its Space when gym.toml
 eval, card, deploy and the results line run on rank 0 alone, so a run makes one model commit.
 
 Each stage is a function of the :class:`GymConfig` that returns what it produced. A small JSON state
-file in ``output_dir`` records which stages finished, each with a hash of the part of the resolved
-config it reads, so rerunning the same command after a crash or a success redoes only what is missing.
-A changed config reruns from the first stage the change affects: a new ``[eval]`` task re-evaluates
-the trained model and a new Space hardware redeploys it, neither retrains. ``--force`` reruns them all.
+file in ``output_dir`` records which stages finished, each with the inputs it consumed and the outputs
+it wrote (:mod:`gym.launch.stage_inputs`): the part of the resolved config it reads (gym.toml and the
+command-line flags), for training the data's content and the base model's revision, for the gates the
+champion's commit, and the files (or, for the deploy stage, the Hub commits) it produced. Rerunning the
+same command after a crash or a success redoes only what is missing; a stage reruns, saying why in one
+line, when any input changed or its output is no longer what it wrote: a new ``[eval]`` task
+re-evaluates the trained model without retraining, an edited dataset file retrains, a `gym train` or
+`gym eval` into the same folder is redone rather than adopted, a champion that moved since the gates
+were checked is compared again, and a model repo or Space that is gone from the Hub (or at another
+commit) is pushed again. A push always follows a fresh read of the champion: gates skipped as done are
+checked once more right before it. ``--force`` reruns every stage; a damaged state file stops the run
+with one sentence (delete it, or ``--force``).
 """
 
 from __future__ import annotations
@@ -18,16 +26,23 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym.files import atomic_write_text
+from gym.launch.stage_hub import recheck_gates_before_push
+from gym.launch.stage_inputs import (
+    rerun_reason,
+    running_record,
+    set_aside_foreign_training,
+    stage_inputs,
+    stage_record,
+)
+from gym.launch.state_file import STATE_FILE, load_state
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
-
-STATE_FILE = "gym_state.json"
 
 
 @dataclass
@@ -49,13 +64,15 @@ NOT_READ_BY: dict[str, tuple[str, ...]] = {
     "train": ("eval", "hub", "space"),
     "eval": ("eval.gates", "hub", "space"),
 }
+# How a stage runs, not what it produces: `--force` (resume = "never") leaves later reruns done.
+NOT_READ_BY_ANY = ("train.resume",)
 
 
 def config_hash(config: GymConfig, stage: str | None = None) -> str:
     """Hash of the resolved config, or of the part of it ``stage`` reads: a stage done under another
     config is not done."""
     data = config.model_dump(mode="json")
-    for path in NOT_READ_BY.get(stage or "", ()):
+    for path in (*NOT_READ_BY.get(stage or "", ()), *NOT_READ_BY_ANY):
         *parents, key = path.split(".")
         table = data
         for parent in parents:
@@ -66,10 +83,8 @@ def config_hash(config: GymConfig, stage: str | None = None) -> str:
 
 
 def read_state(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / STATE_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
+    """The state file ({} when absent); a damaged one raises StateError (a ValueError: one sentence)."""
+    return load_state(folder)
 
 
 def write_state(folder: Path, state: dict[str, Any]) -> None:
@@ -127,9 +142,10 @@ def stage_gates(config: GymConfig, echo: Callable[[str], None] = print) -> Stage
     result = check_gates(config, config.output_path, echo=echo)
     if result is None:
         return StageOutcome("skipped", "no eval.gates rules")
-    return StageOutcome(
-        "done", result.summary(), {"gate_results": str(config.output_path / "gate_results.json")}
-    )
+    artifacts = {"gate_results": str(config.output_path / "gate_results.json")}
+    if result.champion:  # the gate results hold against this commit only (a rerun compares it)
+        artifacts["champion"] = f"{result.champion['repo']}@{result.champion['sha']}"
+    return StageOutcome("done", result.summary(), artifacts)
 
 
 def stage_card(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
@@ -164,7 +180,12 @@ def stage_deploy(config: GymConfig, echo: Callable[[str], None] = print) -> Stag
     detail = f"pushed {plan.model_repo}" if plan.push != "none" else "model not pushed (hub.push = 'none')"
     artifacts: dict[str, Any] = {"model_repo": plan.model_repo}
     if space:
-        detail += f"; Space {space} updated"
+        # RUNNING only when it was followed until it ran and answered (space.wait_minutes > 0)
+        detail += (
+            f"; Space {space} RUNNING and answering"
+            if plan.wait
+            else f"; Space {space} updated (not followed)"
+        )
         artifacts["space_repo"] = space
     return StageOutcome("done", detail, artifacts)
 
@@ -195,6 +216,9 @@ def check_push_token(config: GymConfig) -> None:
             f"hub.token_env: ${hub.token_env} is not set, and this run ends by pushing to {hub.repo_id}; "
             "set it, or remove [hub] to keep the run local (`gym deploy` pushes it later)"
         )
+    from gym.hub.plans import check_space_plan
+
+    check_space_plan(config)  # a Space the owner's plan cannot have is refused before any training step
 
 
 STAGES: list[tuple[str, Stage]] = [
@@ -259,9 +283,8 @@ def _run_stages(
 ) -> dict[str, StageOutcome]:
     folder = config.output_path
     digest = config_hash(config)
-    state = read_state(folder)
-    if force or not isinstance(state.get("stages"), dict):
-        state = {"stages": {}}
+    state = {} if force else read_state(folder)  # damaged: one sentence, unless --force starts over
+    state.setdefault("stages", {})
     changed = state.get("config") != digest
     state["config"] = digest
     if force:  # a forced run trains from scratch rather than resuming its own last checkpoint
@@ -273,18 +296,39 @@ def _run_stages(
             continue
         previous = state["stages"].get(name)
         stage_digest = config_hash(config, name)
-        if not rerun and _done_for(previous, stage_digest, changed):
+        inputs = stage_inputs(config, name, stage_digest, previous)
+        why = "" if rerun else rerun_reason(config, name, previous, inputs, state)
+        if why is None:
+            artifacts = previous.get("artifacts")
             outcomes[name] = StageOutcome(
-                "done", f"already done ({previous.get('detail', '')})", previous.get("artifacts", {})
+                "done",
+                f"already done ({previous.get('detail', '')})",
+                artifacts if isinstance(artifacts, dict) else {},
             )
             echo(f"[{name}] already done for this config, skipped (--force reruns it)")
             if name == "train" and changed and main:
                 _refresh_saved_config(config, folder)
             continue
+        if main and why:
+            echo(f"[{name}] {why}")
+        stage_config = config
+        if name == "train" and not force:  # training this launch did not record is never resumed
+            stage_config = set_aside_foreign_training(config, previous, main=main, echo=echo)
+            if main:  # before a step: a rerun after a crash resumes only this launch's own checkpoints
+                state["stages"][name] = running_record(previous, inputs, stage_digest)
+                write_state(folder, state)
+        if name == "deploy" and main:  # a push follows a fresh read of the champion, always
+            rechecked = recheck_gates_before_push(config, outcomes, stage_gates, echo)
+            if rechecked is not None:
+                outcomes["gates"] = rechecked
+                state["stages"]["gates"] = stage_record(
+                    config, "gates", rechecked, {"settings": config_hash(config, "gates")}
+                )
+                write_state(folder, state)
         if main:
             echo(f"[{name}] running")
         started = time.perf_counter()
-        outcome = stage(config, echo)
+        outcome = stage(stage_config, echo)
         outcome.artifacts.setdefault("seconds", round(time.perf_counter() - started, 2))
         outcomes[name] = outcome
         if outcome.status == "done" and not rerun:  # it made something new: what later stages
@@ -292,19 +336,10 @@ def _run_stages(
             for later, _ in STAGES[index + 1 :]:
                 state["stages"].pop(later, None)
         if main:
-            state["stages"][name] = {**asdict(outcome), "finished": time.time(), "config": stage_digest}
+            state["stages"][name] = stage_record(config, name, outcome, inputs)
             write_state(folder, state)
             echo(f"[{name}] {outcome.status}: {outcome.detail}")
     return outcomes
-
-
-def _done_for(previous: dict[str, Any] | None, stage_digest: str, changed: bool) -> bool:
-    """Whether a recorded stage is done for this config: by its own hash, or, in a state file written
-    before stages had one, by the whole config's."""
-    if not previous or previous.get("status") != "done":
-        return False
-    recorded = previous.get("config")
-    return recorded == stage_digest if recorded is not None else not changed
 
 
 def _refresh_saved_config(config: GymConfig, folder: Path) -> None:
