@@ -3,6 +3,11 @@
 `gym launch` (here or as the cloud job) calls :func:`check_gates` between eval and the card; `gym
 deploy` calls it again before pushing, since the champion may have changed meanwhile, and with
 ``--force`` pushes anyway, the card saying so. Nothing here writes to the Hub.
+
+A gate result holds only against the champion commit it was computed on (``GateReport.champion``):
+`gym launch` records that commit with its gates stage, checks the gates again on a rerun when the
+champion moved (:mod:`gym.launch.stage_hub`), and checks gates it skipped as done once more right
+before its push, so no rerun pushes past a champion it has not read.
 """
 
 from __future__ import annotations
