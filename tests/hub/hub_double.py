@@ -366,7 +366,7 @@ def create_hub_app(state: HubState):
             where = f"{cdn}cdn-lfs/{sha256}?download={quote(f'{key}/{path}', safe='')}"
             headers = {"Location": where, "X-Repo-Commit": commit_sha, "X-Linked-Etag": f'"{sha256}"',
                        "X-Linked-Size": str(len(content)), "ETag": f'"{hashlib.sha1(content).hexdigest()}"'}  # fmt: skip
-            headers.update(xet_download_headers(state, key, sha256, str(request.base_url)))
+            headers.update(xet_download_headers(state, key, path, sha256, str(request.base_url)))
             return Response(status_code=302, headers=headers)
         if request.method == "GET":
             state.downloads.append(f"{key}/{path}")

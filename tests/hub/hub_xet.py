@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from tests.hub.xet_formats import ShardFile, XetFormatError, XorbChunk, shard_files, xorb_chunks
 
@@ -76,7 +77,8 @@ HARNESSES = {
 class XetStore:
     """What the CAS holds and who may use it."""
 
-    tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # CAS token -> (scope, repo key)
+    # CAS token -> (scope, repo key, "repo key/path" of the file a read token was asked for, or "")
+    tokens: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     xorbs: dict[str, bytes] = field(default_factory=dict)  # CAS hex -> serialized xorb
     chunks: dict[str, list[XorbChunk]] = field(default_factory=dict)
     files: dict[str, ShardFile] = field(default_factory=dict)  # file hash -> its shard entry
@@ -102,15 +104,16 @@ class XetStore:
         return b"".join(parts)
 
 
-def xet_download_headers(state: Any, key: str, sha256: str, base_url: str) -> dict[str, str]:
-    """What the Hub's resolve answer adds for a file of repo ``key`` ("type:owner/name") stored in Xet, so
-    that the client reads it from the CAS: its Xet hash and where to get a read token. Empty for content
-    that came through LFS."""
+def xet_download_headers(state: Any, key: str, path: str, sha256: str, base_url: str) -> dict[str, str]:
+    """What the Hub's resolve answer adds for ``path`` of repo ``key`` ("type:owner/name") stored in Xet,
+    so that the client reads it from the CAS: its Xet hash and where to get a read token. Empty for content
+    that came through LFS. The token route carries the path (the Hub's does not need to): the double can
+    then record each download in ``state.downloads`` as the CDN route does for LFS."""
     file_hash = state.xet.by_sha256.get(sha256)
     if file_hash is None:
         return {}
     kind, repo_id = key.split(":", 1)
-    refresh = f"{base_url}api/{kind}s/{repo_id}/xet-read-token/main"
+    refresh = f"{base_url}api/{kind}s/{repo_id}/xet-read-token/main?path={quote(path, safe='')}"
     return {"X-Xet-Hash": file_hash, "Link": f'<{refresh}>; rel="xet-auth"'}
 
 
@@ -136,9 +139,9 @@ def add_xet_routes(
     async def agent_harnesses():
         return HARNESSES
 
-    def grant(request: Request, key: str, scope: str) -> JSONResponse:
+    def grant(request: Request, key: str, scope: str, download: str = "") -> JSONResponse:
         token = "xet_" + secrets.token_hex(16)
-        store.tokens[token] = (scope, key)
+        store.tokens[token] = (scope, key, download)
         expiry = int(time.time()) + XET_TOKEN_SECONDS
         cas = f"{request.base_url}cas"
         headers = {"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expiry)}
@@ -155,14 +158,14 @@ def add_xet_routes(
         return grant(request, key, "write") if key in state.repos else no_repo()
 
     @app.get("/api/{kind}s/{owner}/{name}/xet-read-token/{revision:path}")
-    async def read_token(kind: str, owner: str, name: str, revision: str, request: Request):
+    async def read_token(kind: str, owner: str, name: str, revision: str, request: Request, path: str = ""):
         """A CAS read token for whoever may read the repo (a private one is a 401 otherwise)."""
         key = f"{kind}:{owner}/{name}"
         allowed = readable(key, request)
         return (
             allowed
             if isinstance(allowed, JSONResponse)
-            else grant(request, key, "read")
+            else grant(request, key, "read", f"{key}/{path}" if path else "")
             if allowed
             else missing()
         )
@@ -253,6 +256,9 @@ def add_xet_routes(
             if first >= size:
                 return Response(status_code=416)
         store.reconstructions.append(file_hash)
+        download = store.tokens[request.headers["authorization"].removeprefix("Bearer ")][2]
+        if download and first == 0:  # a download, not the next range of one
+            state.downloads.append(download)
         terms, fetch, offset, into_first = [], {}, 0, 0
         for segment in file.segments:
             if offset + segment.size > first and offset <= last:

@@ -18,7 +18,7 @@ import pytest
 from tests.api.conftest import free_port
 from tests.hub.hub_double import TESTER, HubDouble
 from tests.hub.test_deploy import gym, lora_dir  # noqa: F401 - the trained adapter fixture
-from tests.hub.test_deploy_tokens import CONFIG
+from tests.hub.test_deploy_tokens import model_only_config
 from tests.hub.transfer import transfer, uploads  # noqa: F401 - the fixture
 
 WRITE = "hf_" + "w" * 34
@@ -58,9 +58,7 @@ def test_weights_take_the_clients_transfer_path_and_come_back_byte_for_byte(
     assert Path(got).read_bytes() == weights
     if transfer == "xet":  # read back from the CAS: reconstruction terms, then xorb ranges
         assert hub.state.xet.reconstructions == [hub.state.xet.by_sha256[sha256]]
-        assert hub.state.downloads == []
-    else:
-        assert hub.state.downloads == ["model:acme/m/model.safetensors"]
+    assert hub.state.downloads == ["model:acme/m/model.safetensors"]
     assert hub.state.unknown == [] and hub.state.bad_auth == 0  # /api/agent-harnesses, telemetry included
 
 
@@ -128,15 +126,11 @@ def test_a_failed_xet_upload_is_told_by_its_status(
     said: str,
 ) -> None:
     """What hf_xet raises carries the status in its message only: not 'cannot reach the Hub'."""
-    folder = lora_dir.parents[1]
-    (folder / "data").mkdir(exist_ok=True)
-    (folder / "data" / "train.jsonl").write_text('{"instruction": "hi", "output": "hello"}\n')
-    config = folder / "gym-model-only.toml"
-    config.write_text(CONFIG)
+    config = model_only_config(lora_dir)
     with HubDouble(WRITE, free_port()) as hub:
         hub.state.fail[route] = [status] * 20  # hf_xet retries a 5xx on its own (once here: see env)
         env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": WRITE, "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1"}
-        failed = gym(["deploy", str(config)], cache_root, folder, **env)
+        failed = gym(["deploy", str(config)], cache_root, config.parent, **env)
         assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
         (sentence,) = re.findall(r"error: .*", failed.stderr)
         assert sentence.startswith(f"error: {said}") and sentence.endswith("retry with `gym deploy`" + (
