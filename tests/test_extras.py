@@ -57,6 +57,7 @@ FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/launch/report/job.py": ("cloud", "action"),  # the job's report-back: PyGithub
     "gym/launch/report/sticky.py": ("cloud", "action"),  # the sticky comment, shared with the Action
     "gym/api/ui.py": ("train", "serve", "space"),  # the Gradio chat page of `gym serve --ui`
+    "gym/api/zerogpu.py": ("train", "serve", "space"),  # a ZeroGPU Space's app (`spaces`, Gradio)
     "gym/engine/llamacpp_backend.py": ("train", "serve", "gguf"),  # `gym serve --backend llamacpp`
 }
 # GPU serving engines the user installs for `--backend vllm|sglang`; the backend checks for them and
@@ -173,7 +174,7 @@ DYNAMIC = {
     "base": ((), ["gym.config", "gym.cli"]),
     "train": (("train",), ["gym.data", "gym.model", "gym.train"]),
     "cloud": (("cloud",), ["gym.launch"]),
-    "serve": (("train", "serve"), ["gym.api", "gym.hub"]),
+    "serve": (("train", "serve", "space"), ["gym.api", "gym.hub"]),  # space: the ZeroGPU app imports spaces
     "eval": (("train", "eval"), ["gym.eval"]),
     "webui": (("train", "eval", "serve", "webui"), ["gym.webui"]),
 }
