@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf llama-server gpu-check gpu-smoke gpu-wheels
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf hub-latest test-hub-latest llama-server gpu-check gpu-smoke gpu-wheels
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
 # multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
@@ -51,6 +51,23 @@ $(GSTAMP): $(STAMP)
 	touch $(GSTAMP)
 
 gguf: $(GSTAMP)
+
+# The huggingface_hub a fresh `pip install` resolves (1.33: uploads through Xet without asking, asks
+# /api/agent-harnesses), in an overlay venv seeing the main one as .venv-quant does; the dev venv keeps 1.16.
+# `make test-hub-latest` runs tests/hub with it (docs/testing.md: which transfer paths, which versions).
+HVENV  := .venv-hub-latest
+HSTAMP := $(HVENV)/.installed
+$(HSTAMP): $(STAMP)
+	test -x $(HVENV)/bin/python || $(PYTHON) -m venv $(HVENV)
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
+		> "$$($(HVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
+	$(HVENV)/bin/python -m pip install -q -c constraints.txt "huggingface_hub==1.33.0" "hf_xet>=1.8"
+	touch $(HSTAMP)
+
+hub-latest: $(HSTAMP)
+
+test-hub-latest: $(HSTAMP)
+	$(HVENV)/bin/python -m pytest tests/hub -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # llama.cpp's own C++ `llama-server`, for bench/cpu_space.py's side-by-side row only (nothing in Gym runs
 # it): built from the llama.cpp sources llama-cpp-python's sdist vendors, so it is the same llama.cpp as
@@ -125,4 +142,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) $(QVENV) $(GVENV) .venv-space .pytest_cache .ruff_cache .hypothesis outputs .bench
+	rm -rf $(VENV) $(QVENV) $(GVENV) $(HVENV) .venv-space .pytest_cache .ruff_cache .hypothesis outputs .bench
