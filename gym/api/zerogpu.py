@@ -56,21 +56,24 @@ def generate_on_gpu(prompt_ids: list[int], params: SamplingParams, n: int = 1) -
         for i in range(n)
     ]  # fmt: skip
     batch = RunningBatch(ENGINE["model"], ENGINE["pad_id"])
-    with torch.inference_mode():
-        try:
+    try:
+        # inference mode is per thread, and each `next` may run on another one: entered per step, not
+        # around the yields
+        with torch.inference_mode():
             batch.admit(seqs)
-            while True:
-                yield from out
-                out.clear()
-                if not batch.seqs:
-                    return
+        while True:
+            yield from out
+            out.clear()
+            if not batch.seqs:
+                return
+            with torch.inference_mode():
                 batch.step()
                 batch.retire()
-        except Exception as error:  # noqa: BLE001 - the request fails in one chunk, the Space goes on
-            out.clear()
-            for seq in seqs:
-                seq.fail(f"generation failed: {type(error).__name__}")
-            yield from out
+    except Exception as error:  # noqa: BLE001 - the request fails in one chunk, the Space goes on
+        out.clear()
+        for seq in seqs:
+            seq.fail(f"generation failed: {type(error).__name__}")
+        yield from out
 
 
 def load_engine(source: Any) -> None:

@@ -164,7 +164,8 @@ class SpaceRuntimes:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        env = {**self.state.space_env, **secrets, "HF_ENDPOINT": hub_url, "SPACE_ID": repo}
+        # no SPACE_ID: with it Gradio serves as behind the Hub's https proxy, which this loopback http is not
+        env = {**self.state.space_env, **secrets, "HF_ENDPOINT": hub_url}
         running = start_space(folder, port, env, home=folder.with_name(folder.name + "-home"))
         if not self._set(repo, generation, stage="APP_STARTING", running=running):
             running.stop()
