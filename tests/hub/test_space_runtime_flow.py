@@ -25,7 +25,7 @@ import pytest
 
 from tests.api.conftest import free_port
 from tests.hub.hub_double import HubDouble
-from tests.hub.test_deploy import TOKEN, gym, lora_dir  # noqa: F401 - lora_dir is a fixture
+from tests.hub.test_deploy import TOKEN, gym, lora_dir, write_config  # noqa: F401 - lora_dir is a fixture
 
 pytestmark = pytest.mark.slow
 KEY = "sk-zerogpu-space-key-31337"
@@ -33,30 +33,11 @@ MESSAGE = "Reverse: a b"
 
 
 def write_project(folder: Path, hardware: str) -> Path:
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    (folder / "data" / "train.jsonl").write_text('{"instruction": "hi", "output": "hello"}\n')
-    path = folder / "gym.toml"
-    path.write_text(f"""\
-[project]
-name = "tiny-lora"
-output_dir = "output/tiny-lora"
-
-[model]
-name_or_path = "builtin:tiny"
-
-[[datasets]]
-path = "data/train.jsonl"
-format = "alpaca"
-
-[hub]
-repo_id = "acme/tiny-lora"
-private = false
-
-[space]
-repo_id = "acme/tiny-lora-chat"
-hardware = "{hardware}"
-wait_minutes = 10
-""")
+    """test_deploy's project (adapter pushed to acme/tiny-lora, Space acme/tiny-lora-chat), public, on
+    ``hardware``, followed for up to 10 minutes."""
+    path = write_config(folder, space_token="wait_minutes = 10")
+    text = path.read_text().replace('hardware = "t4-small"', f'hardware = "{hardware}"')
+    path.write_text(text.replace('push = "adapter"\n', 'push = "adapter"\nprivate = false\n'))
     return path
 
 
