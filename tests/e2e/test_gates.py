@@ -62,6 +62,7 @@ repo_id = "{model}"
 repo_id = "{space}"
 hf_token_env = "HF_READ_TOKEN"
 hardware = "t4-small"  # GPU hardware: the Space serves the pushed weights (a CPU Space's GGUF is tests/hub's)
+wait_minutes = 0  # checks the push; tests/hub/test_space_runtime_flow.py runs a pushed Space
 """
 
 REPOSITORY = {

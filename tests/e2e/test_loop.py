@@ -70,6 +70,7 @@ repo_id = "acme/support-bot"
 [space]
 repo_id = "acme/support-bot-chat"
 hardware = "t4-small"
+wait_minutes = 0  # checks the push; tests/hub/test_space_runtime_flow.py runs a pushed Space
 api_key_env = "GYM_API_KEY"
 hf_token_env = "HF_READ_TOKEN"
 """
@@ -306,6 +307,7 @@ private = false
 
 [space]
 repo_id = "acme/tf-bot-chat"
+wait_minutes = 0  # checks the push; tests/hub/test_space_runtime_flow.py runs a pushed Space
 """
 
 

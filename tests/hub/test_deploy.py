@@ -86,6 +86,7 @@ push = "{hub_push}"
 [space]
 repo_id = "acme/tiny-lora-chat"
 hardware = "t4-small"
+wait_minutes = 0  # checks the push; tests/hub/test_space_runtime_flow.py runs a pushed Space
 {space_token}
 """)
     return path
@@ -161,6 +162,7 @@ def test_seed_command_line_and_merged_push(lora_dir: Path, cache_root: Path, tmp
             TOKEN,
             "--push_to_hub",
             "--reuse-push-token",
+            "--no-wait",  # the push is checked here; tests/hub/test_space_runtime_flow.py runs a Space
         ]
         done = gym(args, cache_root, tmp_path, HF_ENDPOINT=hub.url)
         assert done.returncode == 0, done.stdout + done.stderr

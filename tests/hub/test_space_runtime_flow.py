@@ -35,8 +35,9 @@ MESSAGE = "Reverse: a b"
 def write_project(folder: Path, hardware: str) -> Path:
     """test_deploy's project (adapter pushed to acme/tiny-lora, Space acme/tiny-lora-chat), public, on
     ``hardware``, followed for up to 10 minutes."""
-    path = write_config(folder, space_token="wait_minutes = 10")
+    path = write_config(folder, space_token="")
     text = path.read_text().replace('hardware = "t4-small"', f'hardware = "{hardware}"')
+    text = text.replace("wait_minutes = 0 ", "wait_minutes = 10 ")
     path.write_text(text.replace('push = "adapter"\n', 'push = "adapter"\nprivate = false\n'))
     return path
 
