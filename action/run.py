@@ -53,6 +53,10 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
     space_token = space_token_of(config.hub, config.space)
     space_notes = [f"the Space gets {space_token}"] if space_token else []
     space_notes += _space_plan_notes(config)
+    from gym.eval.judge import plan_note
+
+    judge_note = plan_note(config)  # [eval.judge]: the judge's call and token caps
+    space_notes += [judge_note] if judge_note else []
     if not cloud:
         publishes = config.hub is not None or config.space is not None
         stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]

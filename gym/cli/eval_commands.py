@@ -40,10 +40,13 @@ def eval_command(
     """Evaluate with lm-eval (eval.tasks: lm-eval names, task YAML paths, gym_reverse) and write the model card."""
     config, _, _ = load_config_or_exit(args)
 
+    from gym.api.factory import build_serving_app
     from gym.eval import EvalError, evaluate, results_table_rich
 
     try:
-        report = evaluate(config, model, chat_template=chat_template, experiences=experiences)
+        report = evaluate(
+            config, model, chat_template=chat_template, experiences=experiences, serve_local=build_serving_app
+        )
     except EvalError as error:
         raise fail(str(error)) from None
     folder = output or (Path(report.model) if Path(report.model).is_dir() else config.output_path)

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from gym.config.base import EnvVarName, Section, fail
 from gym.config.gates import GatesConfig
+from gym.config.judge import JudgeConfig
 
 ACCELERATOR = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?::(?P<count>[0-9]+(?:\.[0-9]+)?))?$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -61,6 +62,11 @@ class EvalConfig(Section):
     gates: GatesConfig = Field(
         default_factory=GatesConfig,
         description="Promotion gates ([eval.gates]): rules the scores must meet before the run is pushed.",
+    )
+    judge: JudgeConfig | None = Field(
+        default=None,
+        description="An LLM judge ([eval.judge]): win rates against the base and the champion, rubric scores "
+        "(task 'judge' in the table, the card and the gates; docs/judge.md).",
     )
 
     @field_validator("tasks")

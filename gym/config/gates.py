@@ -58,6 +58,7 @@ HIGHER_IS_BETTER = {"acc", "acc_norm", "exact_match", "f1", "bleu", "rouge1", "r
 GYM_TASK_METRICS = {"gym_reverse": {"exact_match": True}, "gym_colour": {"exact_match": True}}
 HELD_OUT = "held-out"
 HELD_OUT_METRICS = ("eval_loss", "reward_accuracy", "reward_margin", "reward")
+JUDGE = "judge"  # the LLM judge's scores ([eval.judge]): winrate_vs_base, winrate_vs_champion, criteria
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class Gate:
     reference: Reference
     offset: float = 0.0
     stderrs: float = 0.0
+
+    @property
+    def needs_champion(self) -> bool:
+        """Whether the rule reads the champion: compares with it, or is the judge's win rate against it."""
+        return self.reference == "champion" or (self.task == JUDGE and self.metric == "winrate_vs_champion")
 
     @property
     def wants_higher(self) -> bool:
@@ -206,6 +212,8 @@ def gate_issues(config: GymConfig) -> list[tuple[tuple[str | int, ...], str]]:
         tasks[found[0] if found else entry] = found[1] if found else None
     if any(d.eval_fraction > 0 for d in config.datasets):
         tasks[HELD_OUT] = {name: name != "eval_loss" for name in HELD_OUT_METRICS}
+    if config.eval.judge is not None:  # [eval.judge]: win rates and rubric criteria (gym/config/judge.py)
+        tasks[JUDGE] = config.eval.judge.metrics
     for index, rule in enumerate(config.eval.gates.rules):
         loc: tuple[str | int, ...] = ("eval", "gates", "rules", index)
         gate = parse_gate(rule)
@@ -225,13 +233,13 @@ def gate_issues(config: GymConfig) -> list[tuple[tuple[str | int, ...], str]]:
             op = ">=" if higher else "<="
             issues.append((loc, f"{rule!r}: {better} {gate.metric} is better, so {gate.op!r} would keep the worse "
                                 f"model; write {op!r}"))  # fmt: skip
-        if gate.reference == "champion" and config.hub is None:
+        if gate.needs_champion and config.hub is None:
             issues.append((loc, f"{rule!r}: the champion is the model the [hub] repository holds, and this "
                                 "config has no [hub] table; add one, or compare with base or a number"))  # fmt: skip
         if gate.reference == "base" and not config.eval.baseline:
             issues.append((loc, f"{rule!r} compares with the base model, which eval.baseline = false does not score; "
                                 "set eval.baseline = true or compare with a number"))  # fmt: skip
-    if config.eval.gates.rules and not config.eval.tasks:
+    if config.eval.gates.rules and not config.eval.tasks and config.eval.judge is None:
         issues.append(
             (
                 ("eval", "gates", "rules"),

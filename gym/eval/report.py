@@ -11,6 +11,7 @@ comment, job summary) reads it through :class:`EvalReport`::
       "num_fewshot": 5, "limit": 0, "batch_size": 8,
       "wall_seconds": {"tuned": 12.3, "base": 11.9},
       "training_data": {"rows_read": 999, "rows_trained": 195, ...},  # train_results.json "data"
+      "judge": {"model": ..., "prompt_versions": ..., "pairwise": ..., ...},  # [eval.judge], else {}
       "results": [
         {"task": "gym_reverse", "source": "gym", "metric": "exact_match", "filter": "none",
          "value": 0.35, "stderr": 0.04, "samples": 100, "base_value": 0.0, "delta": 0.35,
@@ -82,9 +83,13 @@ class EvalReport:
     wall_seconds: dict[str, float] = field(default_factory=dict)
     # What happened to the training rows (train_results.json "data"): shown under the table.
     training_data: dict[str, Any] = field(default_factory=dict)
+    # [eval.judge]: the judge model, prompt versions, usage, intervals, examples (gym/eval/judge/run.py).
+    judge: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if not data["judge"]:  # written only by a run with [eval.judge]
+            del data["judge"]
         return {"format": FORMAT, **data}
 
     @classmethod
@@ -170,7 +175,7 @@ REPORT_FIELDS: dict[str, Field] = {
     "model": (TEXT, False, True), "results": (LIST, False, True), "base_model": (TEXT, True, False),
     "lm_eval_version": (TEXT, False, False), "num_fewshot": (WHOLE, True, False), "limit": (WHOLE, False, False),
     "batch_size": (WHOLE, True, False), "wall_seconds": (OBJECT, False, False),
-    "training_data": (OBJECT, False, False),
+    "training_data": (OBJECT, False, False), "judge": (OBJECT, False, False),
 }  # fmt: skip
 TABLE_VALUES = {"wall_seconds": NUMBER, "training_data": NUMBER, "dataset": TEXT}  # each value, or null
 

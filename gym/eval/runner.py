@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,17 +33,19 @@ def evaluate(
     chat_template: bool | None = None,
     quiet: bool = True,
     experiences: str | Path | None = None,
+    serve_local: Callable[..., Any] | None = None,
 ) -> EvalReport:
     """Score the tuned model (``model_path`` or ``config.output_path``) and, with ``eval.baseline``, its base.
 
     ``chat_template`` forces lm-eval's ``apply_chat_template`` on (or off) for every task; None keeps the
     per-task default (on for Gym's tasks, off for lm-eval's and local ones). With ``experiences`` (a
     training-free GRPO library) the frozen model is scored with the library in its system prompt, and
-    the baseline is the same model without it. Raises :class:`EvalError`.
+    the baseline is the same model without it. ``serve_local`` is `gym serve`'s app factory, which
+    ``[eval.judge]`` needs to have the models answer its prompts. Raises :class:`EvalError`.
     """
     if experiences is not None:
         return _evaluate_experiences(config, model_path, Path(experiences), chat_template, quiet)
-    if not config.eval.tasks:
+    if not config.eval.tasks and config.eval.judge is None:
         raise EvalError("eval.tasks is empty; list lm-eval task names, task YAML paths, or 'gym_reverse'")
     if quiet:
         for name in ("lm_eval", "lm-eval"):
@@ -64,13 +67,16 @@ def evaluate(
         tuned_path = Path(model_path).expanduser().resolve()  # a flag: relative to the working directory
     wall: dict[str, float] = {}
     start = time.perf_counter()
-    model, tokenizer = load_tuned(config, tuned_path)
-    tuned = _run(hf_lm(model, tokenizer, config), loaded, manager, config, chat_template) if loaded else []
-    tuned += _run_vision(model, tokenizer, vision, config)
-    wall["tuned"] = round(time.perf_counter() - start, 3)
-    del model
+    tuned: list[TaskScore] = []
+    if config.eval.tasks:  # [eval.judge] alone loads the models through the serving app instead
+        model, tokenizer = load_tuned(config, tuned_path)
+        lm = hf_lm(model, tokenizer, config) if loaded else None
+        tuned = _run(lm, loaded, manager, config, chat_template) if loaded else []
+        tuned += _run_vision(model, tokenizer, vision, config)
+        wall["tuned"] = round(time.perf_counter() - start, 3)
+        del model
     base: dict[tuple[str, str, str], TaskScore] | None = None
-    if config.eval.baseline:
+    if config.eval.baseline and config.eval.tasks:
         start = time.perf_counter()
         model, tokenizer = load_base(config)
         scores = (
@@ -89,7 +95,7 @@ def evaluate(
     tuned += held_out(tuned_path, with_base=config.eval.baseline)
     from importlib.metadata import version
 
-    return EvalReport(
+    report = EvalReport(
         model=str(model_path) if str(model_path).startswith("builtin:") else str(tuned_path),
         results=tuned,
         base_model=config.model.name_or_path if config.eval.baseline else None,
@@ -100,6 +106,15 @@ def evaluate(
         wall_seconds=wall,
         training_data=_training_data(tuned_path),
     )
+    if config.eval.judge is not None:
+        from gym.eval.judge import judge_run
+
+        start = time.perf_counter()
+        folder = tuned_path if tuned_path.is_dir() else config.output_path  # beside the weights
+        folder.mkdir(parents=True, exist_ok=True)
+        judge_run(config, report, report.model, folder, serve_local)
+        wall["judge"] = round(time.perf_counter() - start, 3)
+    return report
 
 
 def _training_data(folder: Path) -> dict:

@@ -145,6 +145,14 @@ def _evaluation_notes(report: EvalReport) -> str:
     return "; ".join(parts) + "." + baseline + "\n"
 
 
+def _judge_section(report: EvalReport) -> str:
+    """[eval.judge]: the judge, its prompt versions and win rates with intervals ('' without a judge)."""
+    from gym.eval.judge import judge_markdown
+
+    text = judge_markdown(report.judge)
+    return f"\n{text}" if text else ""
+
+
 def _promotion_section(folder: Path) -> str:
     """The promotion gates this model passed (or was forced past) and the model it replaced."""
     from gym.eval.gates import GateReport, gates_table_markdown
@@ -214,6 +222,7 @@ def build_card(
         + results_table_markdown(report)
         + "\n"
         + _evaluation_notes(report)
+        + _judge_section(report)
         + _promotion_section(folder)
         + "\n## Training\n\n"
         + _training_section(train)

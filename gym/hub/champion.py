@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gym.eval.gates import Champion, GateError
+from gym.eval.judge.answers import ANSWERS_FILE, MAX_ANSWERS_BYTES
 from gym.eval.report import MAX_RESULTS_BYTES, EvalReport, ResultsError
 
 ADVICE = "push this run with `gym deploy --force` to replace it, or remove the champion gates from eval.gates.rules"
@@ -118,8 +119,8 @@ def _in_time(work: Callable[[], Champion], deadline: float) -> Champion:
 
 def _late(repo: str, timeout: float) -> str:
     return (
-        f"the Hub did not answer the champion lookup of {repo} within {3 * timeout:g} s "
-        f"(HF_HUB_ETAG_TIMEOUT={timeout:g} s per request); {RETRY}, or raise HF_HUB_ETAG_TIMEOUT"
+        f"the Hub did not answer the champion lookup of {repo} in time (HF_HUB_ETAG_TIMEOUT={timeout:g} s a "
+        f"request, {3 * timeout:g} s in all); {RETRY}, or raise HF_HUB_ETAG_TIMEOUT"
     )
 
 
@@ -129,7 +130,7 @@ def _read(repo: str, reader: _Reader) -> Champion:
     from huggingface_hub import hf_hub_url
 
     try:
-        info = json.loads(reader.get(f"{reader.endpoint}/api/models/{repo}", "its info", MAX_INFO_BYTES))
+        info = json.loads(reader.get(f"{reader.endpoint}/api/models/{repo}", "info", MAX_INFO_BYTES))
     except (ValueError, RecursionError):  # not JSON, a number too long, nested too deeply
         raise _Refused(f"the Hub's answer about it is not JSON; {RETRY}") from None
     sha = info.get("sha") if isinstance(info, dict) else None
@@ -160,7 +161,11 @@ def _read(repo: str, reader: _Reader) -> Champion:
         raise _Refused(f"its eval_results.json {error}; {ADVICE}") from None
     for row in report.results:  # the card is what the Hub shows: its values are the champion's
         row.value = scores.get((row.task, row.metric))
-    return Champion(repo=repo, sha=sha, report=report)
+    answers = None  # [eval.judge]: its recorded answers, judged against this run's (gym/eval/judge/run.py)
+    if ANSWERS_FILE in files:
+        url = hf_hub_url(repo, ANSWERS_FILE, revision=sha, endpoint=reader.endpoint)
+        answers = reader.get(url, ANSWERS_FILE, MAX_ANSWERS_BYTES)
+    return Champion(repo=repo, sha=sha, report=report, judge_answers=answers)
 
 
 def _card_scores(card: bytes) -> dict[tuple[str, str], float]:
@@ -267,3 +272,15 @@ def _bounded_copy(response: Any, body: bytes) -> Any:
     headers = [(k, v) for k, v in response.headers.items()
                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]  # fmt: skip
     return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+
+
+def read_repo_file(repo: str, path: str, token: str | None, *, revision: str = "main",
+                   cap: int = MAX_RESULTS_BYTES, timeout: float | None = None) -> bytes:  # fmt: skip
+    """One file of the model ``repo`` at ``revision``, read with the champion lookup's bounds (the lineage of a
+    push diffs against the champion's eval_results.json). Raises huggingface_hub's errors for HTTP errors,
+    httpx's for the network, and ``_Refused`` past a bound."""
+    from huggingface_hub import constants, hf_hub_url
+
+    wait = float(timeout if timeout is not None else constants.HF_HUB_ETAG_TIMEOUT)
+    reader = _Reader(token or "", constants.ENDPOINT, wait)
+    return reader.get(hf_hub_url(repo, path, revision=revision, endpoint=reader.endpoint), path, cap)

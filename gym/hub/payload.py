@@ -3,7 +3,8 @@
 The output folder of a run holds much more than the model: ``checkpoints/`` (every checkpoint's
 weights, optimizer and RNG states), the launch state, the rendered Space, logs. The Hub gets an
 *allow-list* instead: the weights (adapter or full), the tokenizer with its chat template, the card,
-``.eval_results/``, ``eval_results.json``, ``train_results.json`` and ``gate_results.json`` — and, for a training-free GRPO
+``.eval_results/``, ``eval_results.json``, ``train_results.json``, ``gate_results.json`` and ``judge_answers.jsonl`` (the
+answers a later run's judge compares with) — and, for a training-free GRPO
 run, the experience library and the reference to its frozen base.
 """
 
@@ -39,7 +40,7 @@ TOKENIZER = (
     "preprocessor_config.json",
     "processor_config.json",
 )
-CARD = ("README.md", "eval_results.json", "train_results.json", "gate_results.json")
+CARD = ("README.md", "eval_results.json", "train_results.json", "gate_results.json", "judge_answers.jsonl")
 EVAL_DIR = ".eval_results"
 TRAINING_FREE = ("experiences.json", "training_free.json")
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gym.eval.errors import EvalError
 from gym.eval.gates import GATES_FILE, GateError, GateReport, GatesFailed, evaluate_gates, gates_table_text
 
 if TYPE_CHECKING:
@@ -47,10 +48,21 @@ def check_gates(
     report = EvalReport.read(folder)
     champion = None
     hub = config.hub
-    if hub is not None and any(gate.reference == "champion" for gate in gates):
+    if hub is not None and any(gate.needs_champion for gate in gates):
         from gym.hub.champion import read_champion
 
         champion = read_champion(hub.repo_id, token or os.environ.get(hub.token_env), hub.token_env)
+    judge = config.eval.judge
+    if champion is not None and judge is not None and "champion" in judge.pairwise:
+        from gym.eval.judge import judge_champion
+
+        required = any(g.task == "judge" and g.metric == "winrate_vs_champion" for g in gates)
+        label = f"the champion {champion.repo}@{champion.sha[:12]}"
+        try:
+            judge_champion(config, folder, champion.judge_answers, label, required=required)
+        except EvalError as error:  # the judge failed: the gate cannot be computed, so nothing is pushed
+            raise GateError(str(error)) from None
+        report = EvalReport.read(folder)
     result = evaluate_gates(gates, report, champion, hub.repo_id if hub else None)
     result.forced = force and not result.passed
     result.write(folder)

@@ -115,8 +115,9 @@ def rank() -> int:
 
 
 def stage_eval(config: GymConfig, echo: Callable[[str], None] = print) -> StageOutcome:
-    if not config.eval.tasks:
+    if not config.eval.tasks and config.eval.judge is None:
         return StageOutcome("skipped", "eval.tasks is empty")
+    from gym.api.factory import build_serving_app
     from gym.eval import evaluate
     from gym.hub.payload import is_training_free
     from gym.quiet import quiet_libraries
@@ -124,8 +125,8 @@ def stage_eval(config: GymConfig, echo: Callable[[str], None] = print) -> StageO
     quiet_libraries()  # before the model loads (a stage that is skipped never imports the stack)
     if is_training_free(config.output_path):  # the frozen base with and without its library
         report = evaluate(config, experiences=config.output_path / "experiences.json")
-    else:
-        report = evaluate(config)
+    else:  # [eval.judge]'s candidates answer through `gym serve`'s app
+        report = evaluate(config, serve_local=build_serving_app)
     path = report.write(config.output_path)
     scores = ", ".join(
         f"{row.task} {row.value:.3f}" + (f" ({row.delta:+.3f} vs base)" if row.delta is not None else "")
@@ -324,6 +325,7 @@ def _run_stages(
                 state["stages"]["gates"] = stage_record(
                     config, "gates", rechecked, {"settings": config_hash(config, "gates")}
                 )
+                _eval_record_follows_gates(config, state)
                 write_state(folder, state)
         if main:
             echo(f"[{name}] running")
@@ -337,9 +339,21 @@ def _run_stages(
                 state["stages"].pop(later, None)
         if main:
             state["stages"][name] = stage_record(config, name, outcome, inputs)
+            if name == "gates":
+                _eval_record_follows_gates(config, state)
             write_state(folder, state)
             echo(f"[{name}] {outcome.status}: {outcome.detail}")
     return outcomes
+
+
+def _eval_record_follows_gates(config: GymConfig, state: dict[str, Any]) -> None:
+    """The gates stage adds the judge's champion rows to eval_results.json ([eval.judge]): the eval stage's
+    record follows, so a rerun does not take that for another command's rewrite and evaluate again."""
+    record = state["stages"].get("eval")
+    if config.eval.judge is not None and isinstance(record, dict) and isinstance(record.get("outputs"), dict):
+        from gym.launch.stage_inputs import sha256_file
+
+        record["outputs"]["eval_results.json"] = sha256_file(config.output_path / "eval_results.json")
 
 
 def _refresh_saved_config(config: GymConfig, folder: Path) -> None:

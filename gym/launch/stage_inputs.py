@@ -79,7 +79,7 @@ def data_inputs(config: GymConfig, previous: dict[str, Any] | None) -> dict[str,
     A file whose size and mtime match ``previous`` keeps its recorded hash (a rerun reads nothing); any
     other is hashed. A dataset Gym cannot find is recorded as such, so the train stage runs and says why.
     """
-    from gym.data.loading import local_path
+    from gym.data.loading import BUILDERS, local_path
     from gym.data.report import DataError
 
     known = (previous or {}).get("files")
@@ -90,7 +90,7 @@ def data_inputs(config: GymConfig, previous: dict[str, Any] | None) -> dict[str,
             continue
         try:
             path = local_path(dataset, config.base_dir)
-            found = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+            found = sorted(p for p in path.iterdir() if p.suffix in BUILDERS) if path.is_dir() else [path]
         except (DataError, OSError):
             files[str(dataset.path)] = {"problem": "unreadable"}
             continue
@@ -252,9 +252,7 @@ def stage_record(config: GymConfig, stage: str, outcome: Any, inputs: dict[str, 
         name = OUTPUTS[stage][0]
         outputs[name] = sha256_file(folder / name)
     if stage == "gates" and outcome.status == "done":
-        champion_gates = config.hub is not None and any(
-            g.reference == "champion" for g in config.eval.gates.gates
-        )
+        champion_gates = config.hub is not None and any(g.needs_champion for g in config.eval.gates.gates)
         if champion_gates:
             from gym.eval.gates import GateReport
 

@@ -96,6 +96,9 @@ def secret_specs(config: GymConfig) -> list[SecretSpec]:
             add(name, False, f"train.report_to = {tracker!r}")
     if config.train.grpo.api_key_env:
         add(config.train.grpo.api_key_env, True, "train.grpo.api_key_env")
+    judge = config.eval.judge
+    if judge is not None and judge.api_key_env:
+        add(judge.api_key_env, True, f"eval.judge.api_key_env (the judge {judge.model})")
     return list(specs.values())
 
 

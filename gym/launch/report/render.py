@@ -105,8 +105,13 @@ def _results(outcome: ConfigOutcome) -> str:
         report = EvalReport.from_dict({k: v for k, v in launch.results.items() if k != "gates"})
         base = f" (base {code(report.base_model)} → tuned)" if report.base_model else ""
         data = training_data_markdown(report.training_data)
+        from gym.eval.judge import judge_markdown
+
+        judge = judge_markdown(report.judge)  # [eval.judge]: win rates, intervals, disagreements (folded)
         lines.append(
-            f"#### Evaluation{base}\n\n{results_table_markdown(report)}" + (f"\n{data}" if data else "")
+            f"#### Evaluation{base}\n\n{results_table_markdown(report)}"
+            + (f"\n{data}" if data else "")
+            + (f"\n{judge}" if judge else "")
         )
         if outcome.gates is not None:
             lines.append(_gates(outcome.gates))
