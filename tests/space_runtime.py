@@ -227,11 +227,12 @@ def llama_cpp_pip(wheel: Path) -> Any:
 
 def main() -> None:
     """Build the venvs of the Spaces the suite starts, before a test run: the default (transformers)
-    Space's, and a GGUF Space's when llama-cpp-python's wheel is in pip's cache (else its test skips)."""
+    Space's, the ZeroGPU Space's (the same plus ``spaces``), and a GGUF Space's when llama-cpp-python's wheel is in pip's cache (else its test skips)."""
     from gym.hub.space import SpaceSettings, render_space
 
     default = SpaceSettings("acme/model", "acme/model-chat", "cpu-basic", "transformers", "GYM_API_KEY")
-    wanted = [(default, nullcontext())]
+    zerogpu = SpaceSettings("acme/model", "acme/model-chat", "zero-a10g")  # its requirements add `spaces`
+    wanted = [(default, nullcontext()), (zerogpu, nullcontext())]
     wheel = llama_cpp_wheel()
     if wheel is not None:
         wanted.append((gguf_space_settings(), llama_cpp_pip(wheel)))
