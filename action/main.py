@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from action.approval import ConfigStep, launched_state, refresh, step_for_config
 from action.changes import ChangedFile, configs_in_workspace, select_configs
 from action.context import ActionError, Context, is_secret_name, public_env
+from action.ghapi import missing_permission
 from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
 from action.outputs import Redactor, annotation, write_outputs, write_summary
 from action.policy import Decision, decide
@@ -87,7 +88,8 @@ def _find_sticky(context: Context, api: GitHubAPI, relative: str) -> Sticky | No
     try:
         return api.sticky(context.pull_number, marker(relative))
     except GithubException as error:
-        print(annotation("warning", f"could not read the pull request's comments (HTTP {error.status})"))
+        why = missing_permission("sticky", error) or f"HTTP {error.status}"
+        print(annotation("warning", f"could not read the pull request's comments ({why})"))
         return Sticky(comment=None)
 
 
@@ -99,7 +101,12 @@ def _post(context: Context, api: GitHubAPI, sticky: Sticky | None, body: str) ->
     try:
         result = api.write_sticky(context.pull_number, sticky, body)
     except GithubException as error:
-        message = f"could not comment on the pull request (HTTP {error.status}); the job summary has the same report"
+        head = ((context.pull_request or {}).get("head") or {}).get("repo") or {}
+        if head.get("full_name") not in (None, context.repository):  # GitHub's rule, not the workflow's
+            why = f"HTTP {error.status}: GitHub gives a pull request from a fork a read-only token"
+        else:
+            why = missing_permission("write_sticky", error) or f"HTTP {error.status}"
+        message = f"could not comment on the pull request ({why}); the job summary has the same report"
         print(annotation("warning", message))
         return ""
     print(f"{'created' if result.created else 'updated'} comment {result.url}")
@@ -122,7 +129,8 @@ class _LabelUse:
         try:
             self.api.remove_label(number, label)
         except GithubException as error:
-            print(annotation("warning", f"could not remove the `{label}` label (HTTP {error.status})"))
+            why = missing_permission("remove_label", error) or f"HTTP {error.status}"
+            print(annotation("warning", f"could not remove the `{label}` label ({why})"))
             self.line = (
                 f"the `{label}` label could not be removed (HTTP {error.status}); its approval is used up "
                 f"all the same: it covered commit {self.sha[:12]} only"
@@ -189,7 +197,9 @@ def _gate_status(context: Context, api: GitHubAPI, redactor: Redactor, outcome: 
             sha, STATUS_CONTEXT.format(config=outcome.path), state, redactor(description), context.run_url
         )
     except GithubException as error:
-        print(annotation("warning", f"could not set the commit status (HTTP {error.status})"))
+        why = missing_permission("set_status", error) or f"HTTP {error.status}"
+        context_name = STATUS_CONTEXT.format(config=outcome.path)
+        print(annotation("error", f"could not set the commit status `{context_name}`: {why}"))
         return
     print(f"{outcome.path}: commit status {state}: {redactor(description)}")
 
@@ -202,7 +212,7 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
         raise ActionError(f"no GitHub token: pass the github-token input (${TOKEN_ENV} is empty)")
     from action.ghapi import GitHubAPI
 
-    api = GitHubAPI(context, token)
+    api = GitHubAPI(context, token, report_token=env.get("GYM_REPORT_TOKEN", ""))
     decision = _decide(context, api)
     print(f"mode: {decision.mode} ({decision.reason})")
 

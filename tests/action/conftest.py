@@ -168,7 +168,8 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
     counter = {"n": 0}
 
     def run(event: str, name: str, launcher: RecordingLauncher, *, event_data: dict[str, Any] | None = None,
-            jobs: RecordingJobs | None = None, **inputs: str) -> Result:  # fmt: skip
+            jobs: RecordingJobs | None = None, extra_env: dict[str, str] | None = None,
+            **inputs: str) -> Result:  # fmt: skip
         counter["n"] += 1
         runner = tmp_path / f"runner{counter['n']}"
         runner.mkdir()
@@ -191,6 +192,7 @@ def run_action(tmp_path: Path, workspace: Path, github: FakeGitHub, capsys: pyte
             "GYM_INPUT_HF_TOKEN": HF_TOKEN,
             "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
             **{f"GYM_INPUT_{key.upper()}": value for key, value in inputs.items()},
+            **(extra_env or {}),  # the workflow step's env: (e.g. GYM_REPORT_TOKEN)
         }
         env = RecordingEnv(data)
         rc = main(env, launcher, jobs or RecordingJobs())

@@ -11,6 +11,15 @@ As strict as GitHub where the action could get it wrong: every call must carry `
 paginated (``per_page`` default 30, at most 100, ``page``) with a ``Link`` header, so a client that reads
 only the first page misses comment 31; a custom repository role (``custom_roles``: name -> base role)
 answers the permission endpoint with its base (``permission`` "write", ``role_name`` the custom name).
+
+Permissions, as GitHub checks them for the workflow's ``GITHUB_TOKEN`` and fine-grained tokens:
+``scopes`` maps a token to what it was granted (``{"contents": "read", "pull-requests": "write"}``, the
+``permissions:`` block of a workflow job); a route outside them answers 403 "Resource not accessible by
+integration" (GitHub's words for an installation token that lacks the permission: creating a commit status
+needs ``statuses: write`` — docs.github.com "Permissions required for GitHub Apps" and "Assigning permissions
+to jobs"). A token without an entry in ``scopes`` has them all. ``owners`` maps a fine-grained personal
+token to its owner: ``GET /user`` answers that login and the comments it creates are authored by it (a PAT
+acts as its user), not by the Actions bot.
 """
 
 from __future__ import annotations
@@ -24,6 +33,17 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 PER_PAGE, MAX_PER_PAGE = 30, 100
+# Which repository permission each route needs (any one of them; write covers read). Metadata routes
+# (the repository, collaborator permissions) need none that a workflow can withhold.
+ROUTE_SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"/pulls/\d+(/files)?", ("pull-requests",)),
+    (r"/issues/\d+(/labels|/comments|/events)?", ("issues", "pull-requests")),
+    (r"/issues/\d+/labels/[^/]+", ("issues", "pull-requests")),
+    (r"/issues/comments/\d+", ("issues", "pull-requests")),
+    (r"/compare/[^/]+", ("contents",)),
+    (r"/commits/\w+", ("contents",)),
+    (r"/statuses/\w+", ("statuses",)),
+)
 # The legacy `permission` field of the collaborator permission endpoint: maintain counts as write,
 # triage as read (the finer role is only in `role_name`).
 LEGACY_PERMISSION = {
@@ -63,6 +83,9 @@ class FakeGitHub:
     custom_roles: dict[str, str] = field(default_factory=dict)  # custom role name -> its base role
     user_login: str | None = None  # GET /user: None -> 403 (an installation token, like GITHUB_TOKEN)
     bot_login: str = "github-actions[bot]"  # who comments created with the token are by
+    scopes: dict[str, dict[str, str]] = field(default_factory=dict)  # token -> granted permissions (else all)
+    owners: dict[str, str] = field(default_factory=dict)  # fine-grained personal token -> its owner's login
+    statuses: list[dict[str, Any]] = field(default_factory=list)  # commit statuses, in order
     requests: list[Recorded] = field(default_factory=list)
     base: str = ""
     _next_id: int = 1000
@@ -175,9 +198,21 @@ class FakeGitHub:
             links += [f'<{url(1)}>; rel="first"', f'<{url(number - 1)}>; rel="prev"']
         return items[(number - 1) * per_page : number * per_page], ", ".join(links)
 
+    def granted(self, token: str, method: str, rest: str) -> bool:
+        """Whether ``token``'s permissions cover the route (see the module docstring)."""
+        scopes = self.scopes.get(token)
+        if scopes is None:
+            return True
+        write = method in ("POST", "PATCH", "PUT", "DELETE")
+        need = next((names for pattern, names in ROUTE_SCOPES if re.fullmatch(pattern, rest)), ())
+        levels = ("write",) if write else ("read", "write")
+        return not need or any(scopes.get(name) in levels for name in need)
+
     # -- routing -----------------------------------------------------------------------------------
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def handle(self, method: str, path: str, body: Any, token: str = "") -> tuple[int, Any]:
         if path == "/user" and method == "GET":
+            if token in self.owners:
+                return 200, {"login": self.owners[token], "id": 2, "type": "User"}
             if self.user_login is None:
                 return 403, {"message": "Resource not accessible by integration"}
             return 200, {"login": self.user_login, "id": 1, "type": "User"}
@@ -187,6 +222,9 @@ class FakeGitHub:
         rest = path[len(prefix) :]
         if method in ("POST", "PATCH", "PUT", "DELETE") and self.read_only:
             return 403, {"message": "Resource not accessible by integration"}
+        if not self.granted(token, method, rest):
+            return 403, {"message": "Resource not accessible by integration",
+                         "documentation_url": "https://docs.github.com/rest", "status": "403"}  # fmt: skip
         routes = [
             ("GET", r"", lambda: (200, self._repo_json())),
             ("GET", r"/pulls/(\d+)", lambda n: (200, self._pull_json(int(n)))),
@@ -194,13 +232,14 @@ class FakeGitHub:
             ("GET", r"/issues/(\d+)", lambda n: (200, self._issue_json(int(n)))),
             ("GET", r"/issues/(\d+)/labels", lambda n: (200, [{"name": x, "color": "fff"} for x in self.labels.get(int(n), [])])),
             ("GET", r"/issues/(\d+)/comments", lambda n: (200, [self._comment_json(int(n), c) for c in self.comments.get(int(n), [])])),
-            ("POST", r"/issues/(\d+)/comments", lambda n: self._create(int(n), body)),
+            ("POST", r"/issues/(\d+)/comments", lambda n: self._create(int(n), body, token)),
             ("GET", r"/issues/(\d+)/events", lambda n: (200, [self._event_json(int(n), e) for e in self.events.get(int(n), [])])),
             ("DELETE", r"/issues/(\d+)/labels/([^/]+)", lambda n, name: self._unlabel(int(n), unquote(name))),
             ("GET", r"/collaborators/([^/]+)/permission", lambda login: self._permission_json(unquote(login))),
             ("PATCH", r"/issues/comments/(\d+)", lambda cid: self._edit(int(cid), body)),
             ("GET", r"/compare/([^/]+)", lambda spec: (200, {"files": self._files_json(self.compares.get(spec, []))})),
             ("GET", r"/commits/(\w+)", lambda sha: (200, {"sha": sha, "url": f"{self.base}{path}", "files": self._files_json(self.commits.get(sha, []))})),
+            ("POST", r"/statuses/(\w+)", lambda sha: self._status(sha, body, path)),
         ]  # fmt: skip
         for route_method, pattern, answer in routes:
             match = re.fullmatch(pattern, rest)
@@ -208,16 +247,18 @@ class FakeGitHub:
                 return answer(*match.groups())
         return 404, {"message": "Not Found"}
 
-    def _create(self, number: int, body: dict[str, Any]) -> tuple[int, Any]:
+    def _status(self, sha: str, body: dict[str, Any], path: str) -> tuple[int, Any]:
+        status = {"id": len(self.statuses) + 1, "sha": sha, **body, "url": f"{self.base}{path}",
+                  "created_at": "2026-01-01T00:00:00Z"}  # fmt: skip
+        self.statuses.append(status)
+        return 201, status
+
+    def _create(self, number: int, body: dict[str, Any], token: str = "") -> tuple[int, Any]:
         self._next_id += 1
-        comment = {
-            "id": self._next_id,
-            "body": body["body"],
-            "user": {
-                "login": self.user_login or self.bot_login,
-                "type": "User" if self.user_login else "Bot",
-            },
-        }
+        owner = self.owners.get(token)  # a personal token comments as its owner
+        login = owner or self.user_login or self.bot_login
+        comment = {"id": self._next_id, "body": body["body"],
+                   "user": {"login": login, "type": "User" if owner or self.user_login else "Bot"}}  # fmt: skip
         self.comments.setdefault(number, []).append(comment)
         return 201, self._comment_json(number, comment)
 
@@ -241,7 +282,8 @@ def serve(state: FakeGitHub) -> tuple[ThreadingHTTPServer, str]:
             url = urlsplit(self.path)
             refused = state.refusal(self.headers.get("Authorization", ""))
             state.requests.append(Recorded(self.command, url.path, body, refused is None, url.query))
-            status, payload = refused or state.handle(self.command, url.path, body)
+            token = self.headers.get("Authorization", "").partition(" ")[2]
+            status, payload = refused or state.handle(self.command, url.path, body, token)
             link = ""
             if self.command == "GET" and status == 200 and isinstance(payload, list):
                 payload, link = state.page(url.path, url.query, payload)

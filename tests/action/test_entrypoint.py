@@ -85,7 +85,10 @@ def test_fork_pr_never_launches_nor_reads_a_secret(github, run_action) -> None:
     assert not github.calls("GET", r"/labels$")  # the label does not matter on a fork
     assert result.outputs["mode"] == "plan" and result.outputs["comment-url"] == ""
     assert "pull request from a fork" in result.summary
-    assert "::warning::could not comment on the pull request (HTTP 403)" in result.stdout
+    assert (
+        "::warning::could not comment on the pull request (HTTP 403: GitHub gives a pull request from a fork a "
+        "read-only token)" in result.stdout
+    )
     for text in (result.summary, result.stdout, *result.outputs.values()):
         assert HF_TOKEN not in text and AWS_SECRET not in text and GITHUB_TOKEN not in text
 

@@ -127,7 +127,11 @@ def test_security_rules() -> None:
     assert "pull_request_target" not in yaml.safe_dump(workflow[True])  # `on:` parses as True
     assert workflow["permissions"] == {}
     job = workflow["jobs"]["gym"]
-    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    # what the action's GitHub calls need (action/ghapi.py's table), not a list pinned here
+    from action.ghapi import required_permissions
+
+    assert job["permissions"] == required_permissions()
+    assert required_permissions()["statuses"] == "write"  # the `gym / <config>` status a PR can require
     assert (
         "cancel-in-progress" in workflow["concurrency"]
         and "pull_request.number" in workflow["concurrency"]["group"]
@@ -183,3 +187,15 @@ def test_example_pins_gym_by_commit_with_its_version() -> None:
     from gym import __version__
 
     assert re.fullmatch(rf"zoo-gym/gym@[0-9a-f]{{40}} # v{re.escape(__version__)}", uses), uses
+
+
+def test_every_github_call_of_the_action_declares_its_permission() -> None:
+    """A new call without a ``@needs`` would leave the example workflow's permissions silently short."""
+    import inspect
+
+    from action.ghapi import PERMISSIONS, GitHubAPI
+
+    calls = {
+        name for name, member in inspect.getmembers(GitHubAPI, inspect.isfunction) if not name.startswith("_")
+    }
+    assert calls - set(PERMISSIONS) == set(), "GitHubAPI methods without @needs(scope, level)"

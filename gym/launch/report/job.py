@@ -92,9 +92,15 @@ class Reporter:
 
         if self.target.pull is None:
             return ""
+        from github import Auth, Github
+
+        from gym.launch.report.sticky import own_login
+
         pull = self._repo().get_pull(self.target.pull)
-        # the action's own comment only (marker *and* author): one planted by someone else is never edited
-        sticky = find_sticky(pull, marker(self.target.config), self.target.author)
+        # the action's own comment only (marker *and* author: the action's identity, or this token's owner
+        # when an earlier report of the job had to create it): one planted by someone else is never edited
+        mine = own_login(Github(base_url=self.target.api_url, auth=Auth.Token(self.token)))
+        sticky = find_sticky(pull, marker(self.target.config), (self.target.author, mine))
         existing = sticky.comment.body or "" if sticky.comment is not None else ""
         return write_sticky(pull, sticky, self.redact(build(existing))).url
 

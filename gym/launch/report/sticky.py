@@ -1,10 +1,11 @@
 """The one sticky comment per config: found by marker *and* author, with the action's state inside.
 
 Anyone who can comment on a pull request can write a comment that starts with the hidden marker. So
-a comment counts as the action's own only when it starts with the marker **and** was written by the
-identity of the token the action runs with (:func:`own_login`: ``GET /user``, or
+a comment counts as the action's own only when it starts with the marker **and** was written by one of
+the identities the action and its job write with: the action's token (:func:`own_login`: ``GET /user``, or
 ``github-actions[bot]`` for the Actions token, which may not call ``/user``; a GitHub App token names
-its bot through the ``comment-author`` input). Other comments that carry
+its bot through the ``comment-author`` input) and the owner of ``GYM_REPORT_TOKEN``, the fine-grained token
+a cloud job reports back with (a comment the job had to create is authored by that token's owner). Other comments that carry
 the marker are never edited and nothing in them is read; the action writes a new comment instead.
 
 The action keeps what it launched (commit, job id, approval) in a hidden, base64-encoded JSON line in
@@ -113,13 +114,15 @@ def _author(comment: IssueComment) -> str:
     return str(comment.user.login) if comment.user is not None else ""
 
 
-def find_sticky(pull: PullRequest, marker: str, own: str) -> Sticky:
-    """The first comment that starts with ``marker`` and was written by ``own``; others are listed."""
+def find_sticky(pull: PullRequest, marker: str, own: str | tuple[str, ...]) -> Sticky:
+    """The first comment that starts with ``marker`` and was written by ``own`` (one login, or the several
+    identities the action and its job write with); others are listed."""
     found = Sticky(comment=None)
+    logins = {login.lower() for login in ((own,) if isinstance(own, str) else own)}
     for comment in pull.get_issue_comments():
         if not (comment.body or "").startswith(marker):
             continue
-        if _author(comment).lower() == own.lower():
+        if _author(comment).lower() in logins:
             if found.comment is None:
                 found.comment = comment
         else:
@@ -139,7 +142,9 @@ def write_sticky(pull: PullRequest, sticky: Sticky, body: str) -> StickyResult:
     return StickyResult(created.html_url, created=True, impostors=impostors)
 
 
-def find_or_create_sticky(pull: PullRequest, marker: str, own: str, body: str) -> StickyResult:
+def find_or_create_sticky(
+    pull: PullRequest, marker: str, own: str | tuple[str, ...], body: str
+) -> StickyResult:
     """Write ``body`` (which must start with ``marker``) into the one comment ``own`` keeps for it."""
     if not body.startswith(marker):
         raise ValueError("the body of a sticky comment must start with its marker")
