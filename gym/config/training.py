@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from gym.config.base import EnvVarName, Section, fail
+from gym.config.base import Section, fail
 from gym.config.distributed import DistributedConfig
+from gym.config.grpo import BUILTIN_REWARDS, GrpoConfig  # noqa: F401  (BUILTIN_REWARDS: re-exported)
 from gym.config.messages import describe
 
 TrainMethod = Literal["sft", "dpo", "kto", "ppo", "grpo", "rm", "pt"]
 Adapter = Literal["lora", "qlora", "dora", "full", "freeze"]
 Tracker = Literal["wandb", "mlflow", "tensorboard", "trackio", "comet_ml", "swanlab"]
-REWARD_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-BUILTIN_REWARDS = ("exact_match", "numeric_match", "regex_format", "length_penalty")
 PPO_SAMPLING_KEYS = ("max_completion_length", "temperature")  # once read from train.grpo, now train.ppo
 
 
@@ -104,100 +102,6 @@ class PpoConfig(Section):
     )
 
 
-class GrpoConfig(Section):
-    """Group relative policy optimisation, with weights or training-free (experience library)."""
-
-    group_size: int = Field(default=5, ge=2, description="Completions sampled per prompt (G).")
-    reward: list[str] = Field(
-        default_factory=lambda: ["exact_match"],
-        min_length=1,
-        description="Reward functions: built-in names ("
-        + ", ".join(BUILTIN_REWARDS)
-        + ") or 'module.path:function'.",
-    )
-    max_completion_length: int = Field(
-        default=256, gt=0, description="Longest completion sampled, in tokens."
-    )
-    temperature: float = Field(default=0.7, gt=0, le=2, description="Sampling temperature of rollouts.")
-    training_free: bool = Field(
-        default=False,
-        description="True: the weights stay frozen and only an experience library (JSON) learns.",
-    )
-    experience_lib_path: str = Field(
-        default="experiences", description="Folder of the experience library (training-free GRPO)."
-    )
-    max_experiences_per_group: int = Field(
-        default=2, gt=0, description="K: experiences the learner may propose from one group (training-free)."
-    )
-    api_base: str | None = Field(
-        default=None,
-        description="An OpenAI-compatible endpoint for training-free rollouts; default: the local model.",
-        examples=["http://127.0.0.1:8000/v1"],
-    )
-    api_key_env: EnvVarName | None = Field(
-        default=None,
-        description="Environment variable holding the endpoint's API key.",
-        examples=["OPENAI_API_KEY"],
-    )
-    learner_api_base: str | None = Field(
-        default=None,
-        description="Training-free: an OpenAI-compatible endpoint for the learner (the model that summarises "
-        "rollouts and edits the library); default: the policy's endpoint (api_base).",
-        examples=["https://api.deepseek.com/v1"],
-    )
-    learner_model: str | None = Field(
-        default=None,
-        description="Training-free: the learner's model id at learner_api_base; default: the policy model.",
-        examples=["deepseek-chat"],
-    )
-    learner_api_key_env: EnvVarName | None = Field(
-        default=None,
-        description="Training-free: environment variable holding the learner endpoint's API key; "
-        "default: api_key_env when the learner shares the policy's endpoint.",
-        examples=["LEARNER_API_KEY"],
-    )
-    learner_temperature: float = Field(
-        default=0.3, ge=0, le=2, description="Training-free: sampling temperature of the learner's calls."
-    )
-    learner_max_tokens: int = Field(
-        default=2048,
-        gt=0,
-        description="Training-free: longest learner reply (summary, experiences, operations), in tokens.",
-    )
-    concurrency: int = Field(
-        default=16,
-        gt=0,
-        le=1024,
-        description="Training-free: requests in flight at once (policy and learner together).",
-    )
-    request_timeout: float = Field(
-        default=300.0,
-        gt=0,
-        le=86400,
-        description="Training-free: seconds before one HTTP request is given up (then retried).",
-    )
-
-    @field_validator("reward")
-    @classmethod
-    def _check_rewards(cls, value: list[str]) -> list[str]:
-        from gym.config.suggest import did_you_mean
-
-        for name in value:
-            if name not in BUILTIN_REWARDS and not REWARD_REFERENCE.match(name):
-                raise fail(
-                    f"expected a built-in reward ({', '.join(BUILTIN_REWARDS)}) or 'module.path:function', "
-                    f"got {name!r}{did_you_mean(name, BUILTIN_REWARDS)}"
-                )
-        return value
-
-    @field_validator("api_base", "learner_api_base")
-    @classmethod
-    def _check_api_base(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise fail(f"expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got {value!r}")
-        return value
-
-
 class TrainConfig(Section):
     """How to train: the method, the adapter and the optimisation settings."""
 
@@ -257,6 +161,17 @@ class TrainConfig(Section):
         "GPU; false: a CPU run takes exactly the path a GPU node takes (PEFT's LoRA layers, transformers' "
         "attention, the standard collator, torch's default threads); true: on, refused on a CUDA machine. "
         "The environment variable GYM_CPU_KERNELS=0|1|auto overrides it.",
+    )
+    liger_kernel: bool = Field(
+        default=False,
+        description="GPU only: Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy) "
+        "in place of the model's own, for less memory and more speed (transformers' use_liger_kernel; "
+        "pip install liger-kernel). Refused on CPU (docs/gpu.md).",
+    )
+    cut_cross_entropy: bool = Field(
+        default=False,
+        description="GPU only: Apple's Cut Cross-Entropy computes the loss without materialising the logits "
+        "of the whole vocabulary (pip install cut-cross-entropy). Refused on CPU (docs/gpu.md).",
     )
     seed: int = Field(default=42, ge=0, description="Seed for data order, initialisation and sampling.")
     logging_steps: int = Field(default=10, gt=0, description="Log loss and throughput every N steps.")

@@ -22,8 +22,13 @@ def bf16_supported() -> bool:
     return auto_dtype_name() == "bfloat16"
 
 
-def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool = False) -> dict[str, Any]:
+def common_arguments(
+    config: GymConfig, checkpoint_dir: Path, *, evaluate: bool = False, model: Any = None
+) -> dict[str, Any]:
     """TrainingArguments fields shared by all methods.
+
+    ``model``: the model trained, when the builder has it: DDP searches for unused parameters only when it
+    needs to (:func:`gym.train.distributed.needs_unused_parameter_search`).
 
     ``evaluate``: there are held-out rows (``datasets.eval_fraction``); they are evaluated before the first
     step (the base, for the before/after in train_results.json), every ``train.eval_steps`` steps and, by
@@ -31,7 +36,8 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool 
     """
     from gym.model.adapters import gradient_checkpointing
     from gym.model.device import plan_device
-    from gym.train.distributed import distributed_arguments
+    from gym.train.distributed import distributed_arguments, needs_unused_parameter_search
+    from gym.train.speed import trainer_arguments
 
     train, plan = config.train, plan_device(config)
     use_bf16 = bf16_supported() and config.model.dtype in ("auto", "bfloat16")
@@ -67,4 +73,6 @@ def common_arguments(config: GymConfig, checkpoint_dir: Path, *, evaluate: bool 
         "eval_on_start": evaluate,
         "logging_first_step": True,
         "logging_nan_inf_filter": False,  # a NaN loss must show, so Gym's guard stops the run
+        "ddp_find_unused_parameters": model is not None and needs_unused_parameter_search(model),
+        **trainer_arguments(config),  # GPU speed switches (train.liger_kernel)
     }

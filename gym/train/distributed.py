@@ -38,6 +38,27 @@ def distributed_arguments(
     return {}
 
 
+EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+
+def needs_unused_parameter_search(model: Any) -> bool:
+    """Whether DDP must look for parameters a step leaves without a gradient (``find_unused_parameters``).
+
+    Only a model that can skip trainable weights in a forward pass needs the search: a mixture of experts
+    (the router leaves experts unused) or a vision-language model (a text-only batch never reaches the
+    vision tower). Everywhere else the search costs a graph traversal per step and makes every rank warn
+    that it found nothing, so it stays off; transformers would otherwise turn it on whenever gradient
+    checkpointing is off, as on every CPU run.
+    """
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    text = getattr(config, "text_config", None) or config
+    experts = [getattr(part, name, None) for part in (config, text) for name in EXPERT_COUNTS]
+    moe = any(isinstance(count, int) and count > 1 for count in experts)
+    return moe or getattr(config, "vision_config", None) is not None
+
+
 def fsdp_config(fsdp: FsdpConfig) -> dict[str, Any]:
     """transformers' ``fsdp_config``: FSDP2 (fully_shard) for full_shard/shard_grad_op, FSDP1 otherwise.
 

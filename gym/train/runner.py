@@ -173,9 +173,11 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     from gym.train.progress import ProgressCallback, TrainLog
     from gym.train.registry import TrainContext, trainer_for
     from gym.train.resume import checkpoint_step, finished_run
+    from gym.train.speed import apply_cut_cross_entropy, check_switches
     from gym.train.trainer_protocol import as_gym_trainer
 
     plan = device_plan(config)
+    check_switches(config, plan.device)  # GPU-only switches (Liger, CCE, vLLM) before anything loads
     _note(plan.header())
     for line in plan.notes():
         _note(line)
@@ -200,7 +202,7 @@ def run_training(config: GymConfig, *, show_progress: bool = True,
     progress = ProgressCallback(log, show=show_progress and is_main_process())
 
     def model_with_adapter() -> Any:
-        model = load_model(config, for_training=True)
+        model = apply_cut_cross_entropy(load_model(config, for_training=True), config)
         check_fsdp_wrap(config, model)  # its class is known only now; before any step
         # The adapter's initial weights from train.seed, not from whatever the process drew before (the
         # Trainer seeds only once it exists): every run of a config starts from the same weights.
@@ -299,6 +301,18 @@ def check_final_weights(config: GymConfig, trainer: GymTrainer, checkpoint_dir: 
         raise non_finite_weights(trainer.state.global_step, bad, config.train.learning_rate, checkpoint_dir)
 
 
+def method_record(config: GymConfig) -> dict[str, Any]:
+    """The GPU switches the run trained with and, for GRPO with weights, its loss and rollout settings."""
+    from gym.train.speed import switches_record
+
+    record: dict[str, Any] = {"gpu_switches": switches_record(config)}
+    if config.train.method == "grpo" and not config.train.grpo.training_free:
+        from gym.train.methods.grpo import grpo_record
+
+        record["grpo"] = grpo_record(config)
+    return record
+
+
 def save_outputs(
     config: GymConfig,
     trainer: GymTrainer,
@@ -355,6 +369,7 @@ def save_outputs(
         record["world_size"] = trainer.accelerator.num_processes  # every rank on every node trained
         if plan is not None:
             record["device"] = plan.record()  # what the run computed on and which code paths it took
+        record.update(method_record(config))
         record = {**record, **(measured or {}), **overrides, **completion_record(config, fingerprint, output)}
         atomic_write_text(output / RESULTS, json.dumps(record, indent=2) + "\n")
     trainer.accelerator.wait_for_everyone()

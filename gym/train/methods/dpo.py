@@ -60,7 +60,7 @@ def build_dpo(ctx: TrainContext) -> Any:
         train = preference_rows(ctx.data.train, "dpo")
         evaluation = preference_rows(ctx.data.eval, "dpo") if ctx.data.eval is not None else None
     args = DPOConfig(
-        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
+        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model),
         max_length=config.train.max_length,
         beta=config.train.dpo.beta,
         loss_type=[loss],

@@ -3,8 +3,9 @@
 Rows become TRL's conversational prompt format, ``{"prompt": [messages], "reference": answer}``: the
 prompt ends with a user turn (an SFT row's final assistant answer is split off and used as the
 reference when the row has none), and ``reference`` reaches every reward function as a keyword list
-(see :mod:`gym.train.rewards`). Generation runs through transformers' ``generate`` (no vLLM), so it
-works on a CPU and on any single GPU.
+(see :mod:`gym.train.rewards`). Generation runs through transformers' ``generate`` (works on a CPU and
+on any single GPU), or through vLLM with ``train.grpo.use_vllm`` on CUDA GPUs (colocated, or a
+``trl vllm-serve`` server). The loss family and its knobs are TRL's own keys (:data:`TRL_KEYS`).
 
 TRL counts its batch in completions, and every batch must hold whole groups of ``group_size``
 completions of one prompt, so ``train.batch_size`` is rounded up to a multiple of ``group_size``.
@@ -51,6 +52,73 @@ def completions_per_device(config: GymConfig) -> int:
     return group * max(1, math.ceil(config.train.batch_size / group))
 
 
+# gym.toml key under [train.grpo] -> trl.GRPOConfig field (a test compares them with TRL's dataclass)
+TRL_KEYS = {
+    "group_size": "num_generations",
+    "max_completion_length": "max_completion_length",
+    "temperature": "temperature",
+    "loss_type": "loss_type",
+    "importance_sampling_level": "importance_sampling_level",
+    "epsilon": "epsilon",
+    "epsilon_high": "epsilon_high",
+    "beta": "beta",
+    "scale_rewards": "scale_rewards",
+    "mask_truncated_completions": "mask_truncated_completions",
+    "use_vllm": "use_vllm",
+    "vllm_mode": "vllm_mode",
+    "vllm_server_base_url": "vllm_server_base_url",
+    "vllm_server_host": "vllm_server_host",
+    "vllm_server_port": "vllm_server_port",
+    "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
+}
+UNSET_MEANS_TRL_DEFAULT = ("vllm_server_base_url", "vllm_server_host", "vllm_server_port")
+RECORDED = ("loss_type", "importance_sampling_level", "epsilon", "epsilon_high", "beta", "scale_rewards",
+            "mask_truncated_completions", "use_vllm", "vllm_mode")  # fmt: skip
+
+
+def grpo_arguments(config: GymConfig) -> dict[str, Any]:
+    """``[train.grpo]`` as ``trl.GRPOConfig`` keyword arguments (server keys left unset keep TRL's defaults)."""
+    grpo = config.train.grpo
+    arguments = {trl: getattr(grpo, key) for key, trl in TRL_KEYS.items()}
+    for key in UNSET_MEANS_TRL_DEFAULT:
+        if arguments[TRL_KEYS[key]] is None:
+            del arguments[TRL_KEYS[key]]
+    return arguments
+
+
+def trl_loss_types() -> tuple[str, ...] | None:
+    """The loss types the installed TRL documents on ``GRPOConfig.loss_type`` (None when it lists none)."""
+    import dataclasses
+    import re
+
+    from trl import GRPOConfig
+
+    field = next((f for f in dataclasses.fields(GRPOConfig) if f.name == "loss_type"), None)
+    help_text = str(field.metadata.get("help", "")) if field is not None else ""
+    listed = re.search(r"Supported values are (.*?)\.\s", help_text)
+    return tuple(re.findall(r"'(\w+)'", listed.group(1))) if listed else None
+
+
+def check_loss_type(config: GymConfig) -> None:
+    """A loss type this TRL does not have is refused at its key before the model loads."""
+    from gym.train.runner import key_error
+
+    wanted = config.train.grpo.loss_type
+    offered = trl_loss_types()
+    if offered is not None and wanted not in offered:
+        import trl
+
+        problem = (f"{wanted!r} is not a loss of the installed TRL {trl.__version__} (it offers "
+                   f"{', '.join(offered)}); pick one of those, or upgrade trl")  # fmt: skip
+        raise ValueError(str(key_error(config, ("train", "grpo", "loss_type"), problem)))
+
+
+def grpo_record(config: GymConfig) -> dict[str, Any]:
+    """The GRPO settings a run trained with, for train_results.json."""
+    grpo = config.train.grpo
+    return {"group_size": grpo.group_size, **{key: getattr(grpo, key) for key in RECORDED}}
+
+
 def _trainer_class() -> type:
     from trl import GRPOTrainer
 
@@ -73,19 +141,14 @@ def build_grpo(ctx: TrainContext) -> Any:
         from gym.train.training_free.trainer import build_training_free
 
         return build_training_free(ctx)
+    check_loss_type(config)
     rewards = reward_functions(config)
     train = prompt_rows(ctx.data.train)
     evaluation = prompt_rows(ctx.data.eval) if ctx.data.eval is not None else None
-    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval)
+    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model)
     batch = completions_per_device(config)
     arguments.update(per_device_train_batch_size=batch, per_device_eval_batch_size=batch)
-    args = GRPOConfig(
-        **arguments,
-        num_generations=grpo.group_size,
-        max_completion_length=grpo.max_completion_length,
-        temperature=grpo.temperature,
-        use_vllm=False,
-    )
+    args = GRPOConfig(**arguments, **grpo_arguments(config))
     return _trainer_class()(
         model=ctx.model,
         reward_funcs=rewards,

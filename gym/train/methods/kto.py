@@ -66,7 +66,7 @@ def build_kto(ctx: TrainContext) -> Any:
     evaluation = kto_rows(ctx.data.eval) if ctx.data.eval is not None else None
     kto = config.train.kto
     args = KTOConfig(
-        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
+        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model),
         max_length=config.train.max_length,
         beta=kto.beta,
         desirable_weight=kto.desirable_weight,

@@ -61,7 +61,7 @@ def build_reference_free(ctx: TrainContext, loss: str) -> Any:
     train = rendered(preference_rows(ctx.data.train, "dpo"), ctx.tokenizer)
     evaluation = rendered(preference_rows(ctx.data.eval, "dpo"), ctx.tokenizer) if ctx.has_eval else None
     arguments = {
-        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval),
+        **common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model),
         "max_length": config.train.max_length,
         "beta": config.train.dpo.beta,
     }

@@ -192,7 +192,7 @@ def build_sft(ctx: TrainContext) -> Any:
     from trl import SFTConfig
 
     config = ctx.config
-    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval)
+    arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model)
     sft_config = SFTConfig(
         **arguments,
         max_length=config.train.max_length,
