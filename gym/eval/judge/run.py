@@ -47,10 +47,10 @@ def judge_run(config: GymConfig, report: EvalReport, tuned_model: str, folder: P
         base = generate_answers(serve_local, config.model.name_or_path, items, generation, "base")
     section = _section(config, items, prompts)
     if "base" in settings.pairwise and base is not None:
-        scores = _pairwise(judge, prompts["pairwise"], items, tuned, base, "base", section)
+        scores = judge_pairwise(judge, prompts["pairwise"], items, tuned, base, "base", section)
         section["examples"] = _examples(items, tuned, base, scores, "base")
     if settings.rubric and base is not None:
-        _rubric(judge, prompts["rubric"], settings, items, tuned, base, section)
+        judge_rubric(judge, prompts["rubric"], settings, items, tuned, base, section)
     section["usage"] = judge.usage.as_dict()
     report.results += _rows(section, config)
     report.judge = section
@@ -99,7 +99,9 @@ def judge_champion(
         judge = Judge(settings, folder)
         tuned = [mine[item.key] for item in shared]
         other = [theirs[item.key] for item in shared]
-        scores = _pairwise(judge, _prompts(config)["pairwise"], shared, tuned, other, "champion", section)
+        scores = judge_pairwise(
+            judge, _prompts(config)["pairwise"], shared, tuned, other, "champion", section
+        )
         section["pairwise"]["champion"].update(against=label, prompts=len(items))
         if "examples" not in section or not section["examples"]:
             section["examples"] = _examples(shared, tuned, other, scores, "champion")
@@ -144,7 +146,7 @@ def _section(config: GymConfig, items: list[JudgeItem], prompts: dict[str, Judge
     }
 
 
-def _pairwise(judge: Judge, prompt: JudgePrompt, items: list[JudgeItem], tuned: list[str], other: list[str],
+def judge_pairwise(judge: Judge, prompt: JudgePrompt, items: list[JudgeItem], tuned: list[str], other: list[str],
               against: str, section: dict[str, Any]) -> list[float | None]:  # fmt: skip
     """Each prompt judged in both orders; per-prompt scores (None: no readable verdict) and the summary."""
     model, version = judge.settings.model, prompt.version
@@ -175,7 +177,7 @@ def _pairwise(judge: Judge, prompt: JudgePrompt, items: list[JudgeItem], tuned: 
     return scores
 
 
-def _rubric(judge: Judge, prompt: JudgePrompt, settings: JudgeConfig, items: list[JudgeItem], tuned: list[str],
+def judge_rubric(judge: Judge, prompt: JudgePrompt, settings: JudgeConfig, items: list[JudgeItem], tuned: list[str],
             base: list[str], section: dict[str, Any]) -> None:  # fmt: skip
     criteria = settings.rubric
     listing = "\n".join(f"- {name}: {settings.description(name)}" for name in criteria)
