@@ -160,7 +160,6 @@ class GitHubAPI:
         ``maintain`` from ``write`` and ``triage`` from ``read``; a custom role falls back to its base
         ``permission`` (``admin``/``write`` may launch).
         """
-        from github import GithubException
 
         latest = None
         for event in self._pull(number).get_issue_events():
@@ -168,14 +167,24 @@ class GitHubAPI:
                 latest = event
         if latest is None or latest.actor is None:
             return None
-        actor = str(latest.actor.login)
+        return self._approval(str(latest.actor.login), int(latest.id))
+
+    @needs("pull-requests", "read")
+    def commenter_approval(self, login: str, comment_id: int) -> Approval:
+        """The role of who wrote the comment that triggered this run (a comment event asking to launch)."""
+        return self._approval(login, comment_id)
+
+    def _approval(self, actor: str, event_id: int) -> Approval:
+        """``actor``'s role now and whether it may approve spending (``event_id``: what approved)."""
+        from github import GithubException
+
         try:
             role = self.repo.get_collaborator_role_name(actor)
         except GithubException as error:
             if error.status != 404:
                 raise
             # the account is gone or unknown to the repository: no role at all
-            return Approval(actor=actor, role="no", allowed=False, event_id=int(latest.id))
+            return Approval(actor=actor, role="no", allowed=False, event_id=event_id)
         except KeyError:  # an older GitHub Enterprise Server answers without role_name
             role = "unnamed role"
         allowed = role in LAUNCH_ROLES
@@ -183,7 +192,7 @@ class GitHubAPI:
             base = self.repo.get_collaborator_permission(actor)
             allowed = base in ("admin", "write")
             role = f"{role} (based on {base})"
-        return Approval(actor=actor, role=role, allowed=allowed, event_id=int(latest.id))
+        return Approval(actor=actor, role=role, allowed=allowed, event_id=event_id)
 
     @needs("pull-requests", "write")
     def remove_label(self, number: int, label: str) -> None:

@@ -23,7 +23,7 @@ from action.context import ActionError, Context, is_secret_name, public_env
 from action.ghapi import missing_permission
 from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
 from action.outputs import Redactor, annotation, write_outputs, write_summary
-from action.policy import Decision, decide
+from action.policy import COMMENT_EVENTS, Decision, decide
 from action.run import process_config
 from gym.launch.report.outcome import ConfigOutcome, LaunchOutcome
 from gym.launch.report.render import marker, render
@@ -67,6 +67,12 @@ def _decide(context: Context, api: GitHubAPI) -> Decision:
         pull = dataclasses.replace(pull, labels=api.labels(pull.number))
         if labeled_now:
             approval = api.latest_label_event(pull.number, label)
+    commenter = None
+    comment = context.event.get("comment") or context.event.get("review") or {}
+    if context.event_name in COMMENT_EVENTS and inputs.mode in ("auto", "launch") and comment.get("user"):
+        commenter = api.commenter_approval(
+            str(comment["user"].get("login") or ""), int(comment.get("id") or 0)
+        )
     return decide(
         inputs.mode,
         context.event_name,
@@ -76,6 +82,7 @@ def _decide(context: Context, api: GitHubAPI) -> Decision:
         labeled_now=labeled_now,
         approval=approval,
         head_sha=_head_sha(context),
+        commenter=commenter,
     )
 
 

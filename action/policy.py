@@ -13,6 +13,8 @@ GitOps means a pull request proposes a run and a maintainer pays for it. The rul
   label after it launched, and records the approval's event id in its own comment so the same approval
   never launches twice (see :mod:`action.approval`);
 - ``pull_request_target`` never launches: it runs with secrets next to code the PR author controls;
+- a comment event (``issue_comment`` and the review comments) launches only when its author has the
+  ``write``, ``maintain`` or ``admin`` role, read from the API as for the label: anyone can comment;
 - ``auto`` launches on a push to the default branch (merging is the maintainer's approval) and plans
   everywhere else.
 """
@@ -37,6 +39,9 @@ class PullFacts:
 
 
 LAUNCH_ROLES = frozenset({"admin", "maintain", "write"})
+COMMENT_EVENTS = frozenset(
+    {"issue_comment", "pull_request_review_comment", "pull_request_review", "discussion_comment"}
+)
 KNOWN_ROLES = LAUNCH_ROLES | {"triage", "read", "none"}
 
 
@@ -73,6 +78,7 @@ def decide(
     labeled_now: bool = False,
     approval: Approval | None = None,
     head_sha: str = "",
+    commenter: Approval | None = None,
 ) -> Decision:
     """The effective mode for this event; security rules always win over the ``mode`` input.
 
@@ -108,6 +114,14 @@ def decide(
                 approval,
             )
         return Decision("launch", f"launch approved: {who}, for commit {short}", approval)
+    if event_name in COMMENT_EVENTS:
+        if commenter is None:
+            return Decision("plan", f"plan only: no author found for the {event_name} event")
+        who = f"{event_name} by @{commenter.actor} who has {commenter.role} permission"
+        if not commenter.allowed:
+            return Decision("plan", f"plan only: {who} (launching needs write, maintain or admin)", commenter)
+        if requested == "launch":
+            return Decision("launch", f"launch: mode = launch, {who}", commenter)
     if requested == "launch":
         return Decision("launch", "launch: mode = launch")
     if default_branch_push:

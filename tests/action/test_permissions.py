@@ -102,3 +102,24 @@ def test_someone_elses_marker_comment_is_still_not_the_actions(github, run_actio
     assert result.rc == 0, result.stdout
     assert [c["user"]["login"] for c in github.comments[7]] == ["mallory", "github-actions[bot]"]
     assert github.comments[7][0]["body"].endswith("planted")
+
+
+def _comment_event(login: str) -> dict:
+    """An `issue_comment` on a pull request, as GitHub delivers it (no `pull_request` key at the top)."""
+    return {"action": "created", "issue": {"number": 7, "pull_request": {"url": "https://api.github.example/pulls/7"}},
+            "comment": {"id": 901, "body": "/launch please", "user": {"login": login}},
+            "repository": {"full_name": "acme/models", "default_branch": "main"}, "sender": {"login": login}}  # fmt: skip
+
+
+def test_mode_launch_on_a_comment_launches_only_for_a_maintainer(github, run_action) -> None:
+    github.roles.update({"randy": "read", "tri": "triage", "maya": "maintain"})
+    for login, launches in (("randy", False), ("tri", False), ("stranger", False), ("maya", True)):
+        launcher = RecordingLauncher()
+        result = run_action("pr_same_repo.json", "issue_comment", launcher, event_data=_comment_event(login),
+                            mode="launch")  # fmt: skip
+        assert result.rc == 0, result.stdout
+        assert bool(launcher.requests) is launches, (login, result.stdout)
+        if not launches:
+            assert f"plan only: issue_comment by @{login} who has" in result.stdout
+            assert "(launching needs write, maintain or admin)" in result.stdout
+    assert "launch: mode = launch, issue_comment by @maya who has maintain permission" in result.stdout
