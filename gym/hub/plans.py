@@ -29,6 +29,10 @@ class PlanError(ValueError):
     """The owner's plan cannot have the Space asked for; already one sentence, free of secrets."""
 
 
+class PlanUnknown(PlanError):
+    """The Hub could not be asked for the plan (unreachable, rate-limited, failing): nothing was refused."""
+
+
 @dataclass(frozen=True)
 class OwnerPlan:
     """The plan of the account that will own the Space."""
@@ -53,11 +57,11 @@ def whoami(token: str) -> dict[str, Any]:
         try:
             _WHOAMI[token] = HfApi(token=token).whoami()
         except Exception as error:  # noqa: BLE001 - re-raised as a sentence without the token
-            from gym.hub.space_errors import describe_hub_error
+            from gym.hub.space_errors import describe_hub_error, status_and_message
 
-            raise PlanError(
-                describe_hub_error(error, "asking the Hub who the token belongs to", None)
-            ) from None
+            sentence = describe_hub_error(error, "asking the Hub who the token belongs to", None)
+            refused = status_and_message(error)[0] in (401, 403)
+            raise (PlanError if refused else PlanUnknown)(sentence) from None
     return _WHOAMI[token]
 
 

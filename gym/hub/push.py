@@ -183,7 +183,7 @@ def plan_from_config(
     space_repo = space_id or (space_cfg.repo_id if space_cfg else f"{repo}-chat")
     wants_space = space_cfg is not None or space_id is not None or config is None
     hardware, hardware_note = _hardware(
-        space_cfg.hardware if space_cfg else "auto", space_repo, token, wants_space
+        space_cfg.hardware if space_cfg else "auto", space_repo, token, wants_space, dry_run
     )
     from gym.hub.gguf_deploy import choose_space_weights
 
@@ -234,17 +234,24 @@ def plan_from_config(
     )  # fmt: skip
 
 
-def _hardware(requested: str, space_repo: str, token: str | None, wanted: bool) -> tuple[str, str]:
+def _hardware(
+    requested: str, space_repo: str, token: str | None, wanted: bool, dry_run: bool
+) -> tuple[str, str]:
     """space.hardware checked against the owner's plan (``auto`` chosen from it); one sentence if refused.
 
-    Without a token (a dry run) ``auto`` is shown as such and the Space is rendered for cpu-basic.
+    Without a token (a dry run) ``auto`` is shown as such and the Space is rendered for cpu-basic; a dry run
+    that cannot ask the Hub says so instead of failing (a real deploy fails: it would fail anyway).
     """
     if not wanted:
         return ("cpu-basic" if requested == "auto" else requested), ""
-    from gym.hub.plans import PlanError, resolve_hardware
+    from gym.hub.plans import PlanError, PlanUnknown, resolve_hardware
 
     try:
         hardware, note = resolve_hardware(requested, space_repo, token)
+    except PlanUnknown as error:
+        if not dry_run:
+            raise DeployError(str(error)) from None
+        hardware, note = requested, f"{requested}: not checked against the owner's plan ({error})"
     except PlanError as error:
         raise DeployError(str(error)) from None
     return ("cpu-basic" if hardware == "auto" else hardware), note
@@ -342,19 +349,22 @@ def _deploy(plan: DeployPlan, space_folder: Path, scratch: Path, echo: Callable[
     if plan.space is not None:
         prepare_space(api, plan, echo)
     source, files, gguf = _payload(plan, scratch, echo)
-    pushed = None
+    pushed = model_commit = None
     if plan.space_only:
         if not api.repo_exists(plan.model_repo):
             raise DeployError(
                 f"--space-only: the model {plan.model_repo} is not on the Hub yet; run `gym deploy` without it"
             )
     elif files:
-        _push_model(api, plan, files, gguf, echo)
+        model_commit = _push_model(api, plan, files, gguf, echo)
         pushed = plan.model_repo
     if plan.space is None:
         return
     bundle = _space_bundle(plan, source, files, gguf) if plan.space.bundled else None
-    render_space(space_folder, plan.space, bundle=bundle)
+    from dataclasses import replace
+
+    # the Space serves the commit just pushed, and says so (gym_space.json "revision"; gym rollback moves it)
+    render_space(space_folder, replace(plan.space, revision=model_commit), bundle=bundle)
     publish_space(api, plan, space_folder, echo, model_pushed=pushed)
 
 
@@ -400,17 +410,24 @@ def _space_bundle(
 
 def _push_model(
     api: Any, plan: DeployPlan, files: dict[str, Path], gguf: dict[str, Path], echo: Callable[[str], None]
-) -> None:
+) -> str:
+    """Push ``files`` as one commit whose title names the git commit (gym/gitops/lineage.py); its id."""
     from huggingface_hub import CommitOperationAdd
 
+    from gym.gitops.lineage import push_stamp
+
+    lineage = push_stamp(plan, files)  # the card and eval_results.json with the run's source
     api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)
     operations: list = [
-        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=lineage.files.get(name) or str(path))
+        for name, path in files.items()
     ]
     if gguf:  # the Space serves the one .gguf file of the repo: an earlier deploy's other type goes
         from huggingface_hub import CommitOperationDelete
 
         stale = [n for n in api.list_repo_files(plan.model_repo) if n.endswith(".gguf") and n not in gguf]
         operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
-    api.create_commit(plan.model_repo, operations=operations, commit_message="Upload model with gym")
-    echo(f"pushed {plan.model_repo} ({len(files)} files)")
+    commit = api.create_commit(plan.model_repo, operations=operations, commit_message=lineage.title,
+                               commit_description=lineage.description)  # fmt: skip
+    echo(f"pushed {plan.model_repo} ({len(files)} files): {lineage.title}, Hub commit {commit.oid}")
+    return str(commit.oid)
