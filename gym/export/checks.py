@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gym.export.files import ExportError, json_type, read_json_object
+from gym.export.files import ExportError, json_type, read_json_object, shown
 from gym.export.safetensors_header import FLOAT_DTYPES, TensorInfo, read_header
 from gym.export.tokenizer_checks import check_tokenizer
 
@@ -49,6 +49,7 @@ class GGUFSource:
     config: dict[str, Any]
     arch: str
     files: list[Path]
+    special: Any  # gguf.SpecialVocab: special token ids, merges and chat template, read once here
 
 
 def inspect_gguf_source(model_dir: Path) -> GGUFSource:
@@ -72,15 +73,15 @@ def inspect_gguf_source(model_dir: Path) -> GGUFSource:
                 )
             tensors[name] = (file, info)
     _check_tensors(path, shapes, tensors)
-    check_tokenizer(model_dir, shapes.vocab)
-    return GGUFSource(config, arch, files)
+    special = check_tokenizer(model_dir, shapes.vocab)
+    return GGUFSource(config, arch, files, special)
 
 
 def _architecture(model_dir: Path, path: Path, config: dict[str, Any]) -> str:
     names = config.get("architectures") or [config.get("model_type", "unknown")]
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise ExportError(
-            f"{path}: architectures is {str(names)[:80]}, not a list of model class names; {RESTORE}"
+            f"{path}: architectures is {shown(names)}, not a list of model class names; {RESTORE}"
         )
     arch = ARCHITECTURES.get(names[0])
     if arch is None:
@@ -98,7 +99,7 @@ def _whole(path: Path, config: dict[str, Any], key: str, default: int | None = N
         raise ExportError(f"{path}: {key} is missing; {RESTORE}")
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= UINT32_MAX:
         raise ExportError(
-            f"{path}: {key} is {str(value)[:40]}, not a whole number from {low} to {UINT32_MAX:,}; {RESTORE}"
+            f"{path}: {key} is {shown(value)}, not a whole number from {low} to {UINT32_MAX:,}; {RESTORE}"
         )
     return value
 
@@ -114,7 +115,7 @@ def _number(path: Path, config: dict[str, Any], key: str, low: float = 0.0) -> N
         or value < low
     ):
         raise ExportError(
-            f"{path}: {key} is {str(value)[:40]}, not a finite number of at least {low}; {RESTORE}"
+            f"{path}: {key} is {shown(value)}, not a finite number of at least {low}; {RESTORE}"
         )
 
 
@@ -146,7 +147,7 @@ def _check_rope(path: Path, config: dict[str, Any]) -> None:
     rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
     kind = rope.get("rope_type") or rope.get("type") or "default"
     if kind not in ("default", "llama3"):
-        raise ExportError(f"GGUF export does not convert rope scaling {str(kind)[:40]!r} yet ({path})")
+        raise ExportError(f"GGUF export does not convert rope scaling {shown(kind)} yet ({path})")
     _number(path, config, "rope_theta", low=1e-9)
     for key in (
         "rope_theta",

@@ -11,12 +11,16 @@ from __future__ import annotations
 import errno
 import json
 import os
+import reprlib
 import stat
 from pathlib import Path
 from typing import Any
 
 MAX_CONFIG_BYTES = 1_000_000  # config.json, generation_config.json: a few kilobytes in practice
 MAX_TOKENIZER_BYTES = 64_000_000  # tokenizer.json: Gemma 3's is 33 MB, Llama 3's 9 MB
+
+
+LOOP = "is a symbolic link loop; replace the link with the file it should point to"
 
 
 class ExportError(ValueError):
@@ -29,10 +33,10 @@ def missing_reason(path: Path) -> str:
         try:
             path.resolve(strict=True)
         except RuntimeError:  # Python < 3.13 reports a loop this way
-            return "is a symbolic link loop"
+            return LOOP
         except OSError as error:
             return (
-                "is a symbolic link loop" if error.errno == errno.ELOOP else "is a symbolic link to nothing"
+                LOOP if error.errno == errno.ELOOP else "is a symbolic link to nothing; link the file itself"
             )
     return "does not exist"
 
@@ -126,3 +130,14 @@ def json_type(value: Any) -> str:
     if value is None:
         return "null"
     return {dict: "object", list: "array", str: "string", int: "number", float: "number"}[type(value)]
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_SHOWN.maxlist = _SHOWN.maxdict = 4
+_SHOWN.maxlevel = 2
+
+
+def shown(value: Any) -> str:
+    """A value read from a file, quoted for a sentence and cut short: however long or nested it is."""
+    return _SHOWN.repr(value)

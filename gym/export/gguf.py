@@ -33,20 +33,25 @@ class GGUFError(ExportError):
     """A model that cannot be exported to GGUF; the message is the one sentence the user sees."""
 
 
+def checked_source(model_dir: Path) -> GGUFSource:
+    """``model_dir`` checked for conversion (:mod:`gym.export.checks`); GGUFError with the sentence if not."""
+    try:
+        return inspect_gguf_source(model_dir)
+    except ExportError as error:
+        raise GGUFError(str(error)) from None
+
+
 def convert_to_gguf(model_dir: str | Path, out_path: str | Path, quant: str = "q8_0", progress: bool = False,
-                    check: Callable[[Path], None] | None = None) -> Path:  # fmt: skip
+                    check: Callable[[Path], None] | None = None, source: GGUFSource | None = None) -> Path:  # fmt: skip
     """Write the merged HF model in ``model_dir`` to ``out_path`` as GGUF with weights in ``quant``.
 
     ``check`` is called on the finished file under its temporary name; only if it returns is the file
-    renamed to ``out_path``.
+    renamed to ``out_path``. ``source`` is the folder already checked by :func:`checked_source`.
     """
     model_dir, out_path = Path(model_dir), Path(out_path)
     if quant not in GGUF_QUANTS:
         raise GGUFError(f"unknown GGUF type {quant!r}; choose one of {', '.join(GGUF_QUANTS)}")
-    try:
-        source = inspect_gguf_source(model_dir)
-    except ExportError as error:
-        raise GGUFError(str(error)) from None
+    source = source or checked_source(model_dir)
     partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
     with new_parents(out_path):
         try:
@@ -225,7 +230,7 @@ def _write(source: GGUFSource, model_dir: Path, path: Path, quant: str, progress
     import gguf
     import numpy as np
 
-    from gym.export.gguf_vocab import VocabError, write_vocab
+    from gym.export.gguf_vocab import write_vocab
 
     config, arch = source.config, source.arch
     tensors = list(_source_tensors(source))
@@ -235,10 +240,7 @@ def _write(source: GGUFSource, model_dir: Path, path: Path, quant: str, progress
         file_type = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[quant]
         writer.add_file_type(file_type)
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        try:
-            write_vocab(writer, model_dir, arch, config["vocab_size"])
-        except VocabError as error:
-            raise GGUFError(str(error)) from None
+        write_vocab(writer, model_dir, arch, config["vocab_size"], source.special)
         plan = []
         for name, load, shape in tensors:
             qtype = _tensor_type(shape, quant)

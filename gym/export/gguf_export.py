@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from gym.export.files import missing_reason
-from gym.export.gguf import GGUFError, convert_to_gguf
+from gym.export.gguf import GGUFError, checked_source, convert_to_gguf
 from gym.export.gguf_quality import PROMPTS, check_answer, llama_cpp_available
 from gym.export.output import FILE, check_output, source_folders
 from gym.failures import first_line
@@ -31,6 +32,7 @@ def convert_and_check(model_dir: Path, output: Path, quant: str, echo: Callable[
     The file is loaded under its temporary name and renamed to ``output`` only once it answered, so what
     is left behind always serves and a file it would replace stays until then.
     """
+    source = checked_source(model_dir)  # the one sentence on a damaged folder comes before any progress
     echo(f"converting {model_dir.name} to GGUF {quant} ...")
     answers: list[str] = []
 
@@ -42,7 +44,7 @@ def convert_and_check(model_dir: Path, output: Path, quant: str, echo: Callable[
         except GGUFError as error:
             raise GGUFError(str(error).replace(partial.name, output.name)) from None
 
-    convert_to_gguf(model_dir, output, quant, progress=True, check=check)
+    convert_to_gguf(model_dir, output, quant, progress=True, check=check, source=source)
     if not answers:
         echo(NOT_CHECKED.format(name=output.name))
     else:
@@ -71,4 +73,12 @@ def export_gguf(path: Path, quant: str, output: Path | None, echo: Callable[[str
             merged = merged_model(path, Path(scratch), echo)
         except (ValueError, OSError) as error:
             raise GGUFError(first_line(error)) from None
-        return convert_and_check(merged, target, quant, echo)
+        try:
+            return convert_and_check(merged, target, quant, echo)
+        except OSError as error:  # a folder full, read-only or gone while writing; a file unreadable
+            name = error.filename and Path(os.fsdecode(error.filename))
+            if not name or name.parent == target.parent:  # the output or its temporary name
+                raise GGUFError(
+                    f"--output {target} could not be written: {error.strerror or error}"
+                ) from None
+            raise GGUFError(f"{name}: {error.strerror or error}") from None

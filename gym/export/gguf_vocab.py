@@ -16,10 +16,6 @@ from typing import Any
 BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
-class VocabError(ValueError):
-    """The folder's tokenizer cannot be written into GGUF; the message names what is missing."""
-
-
 def _pre_tokenizer_name(tokenizer_json: dict[str, Any], arch: str) -> str:
     """The llama.cpp pre-tokenizer for a byte-level BPE: GPT-2's regex, or the architecture's own."""
     pre = tokenizer_json.get("pre_tokenizer")
@@ -29,8 +25,11 @@ def _pre_tokenizer_name(tokenizer_json: dict[str, Any], arch: str) -> str:
     return {"qwen2": "qwen2"}.get(arch, "llama-bpe")
 
 
-def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int) -> None:
-    """Add the tokenizer of ``model_dir`` (its tokenizer.json) to ``writer``, padded to ``n_vocab`` rows."""
+def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int, special: Any) -> None:
+    """Add the tokenizer of ``model_dir`` (its tokenizer.json) to ``writer``, padded to ``n_vocab`` rows.
+
+    ``special`` is the ``gguf.SpecialVocab`` (special ids, merges, chat template) the checks read.
+    """
     import gguf
 
     path = model_dir / "tokenizer.json"  # checked by gym.export.tokenizer_checks before conversion
@@ -67,13 +66,4 @@ def write_vocab(writer: Any, model_dir: Path, arch: str, n_vocab: int) -> None:
         writer.add_tokenizer_pre(_pre_tokenizer_name(tokenizer_json, arch))
     writer.add_token_list(tokens)
     writer.add_token_types(types)
-    try:  # the gguf package walks tokenizer_config.json and post_processor without checking their shapes
-        special = gguf.SpecialVocab(model_dir, load_merges=not byte_fallback, n_vocab=size)
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
-        from gym.failures import first_line
-
-        raise VocabError(
-            f"{model_dir}: tokenizer.json or tokenizer_config.json is not in the shape the gguf package reads "
-            f"({first_line(error)}); re-save the tokenizer with transformers"
-        ) from None
     special.add_to_gguf(writer, quiet=True)

@@ -41,6 +41,20 @@ def _resolved(path: Path, what: str) -> Path:
         raise ExportError(f"{what} {path} is a symbolic link loop; choose another path") from None
 
 
+def _resolved_or_none(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return None  # a link loop in the model folder is reported when the export reads it
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []  # an unreadable folder is reported when the export reads it
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -64,8 +78,8 @@ def check_output(target: Path, sources: list[Path], overwrite: bool, kind: str) 
             raise ExportError(
                 f"{shown} holds {source}, the model folder the export reads; choose another {kind}"
             )
-        for entry in folder.iterdir():  # a file of the folder may be a link to (or a hard link of) the target
-            if _resolved(entry, "the model file") == resolved or (exists and _same_file(entry, target)):
+        for entry in _entries(folder):  # a file of the folder may be a link to (or a hard link of) the target
+            if _resolved_or_none(entry) == resolved or (exists and _same_file(entry, target)):
                 raise ExportError(f"{shown} is {entry}, a file the export reads; write it elsewhere")
     if exists:
         _check_existing(target, shown, overwrite, kind)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym.export.files import ExportError, json_type, parse_json, read_bytes
+from gym.export.files import ExportError, json_type, parse_json, read_bytes, shown
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
@@ -66,13 +66,13 @@ def _tensors(path: Path, header: dict, buffer_bytes: int) -> dict[str, TensorInf
             )
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
-            raise ExportError(f"{where} has dtype {str(dtype)[:40]!r}, which safetensors does not define")
+            raise ExportError(f"{where} has dtype {shown(dtype)}, which safetensors does not define")
         if not isinstance(shape, list) or not all(_count(d) for d in shape):
-            raise ExportError(f"{where} has shape {str(shape)[:80]}, not a list of non-negative integers")
+            raise ExportError(f"{where} has shape {shown(shape)}, not a list of non-negative integers")
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(o) for o in offsets)
                 or offsets[0] > offsets[1]):  # fmt: skip
             raise ExportError(
-                f"{where} has data_offsets {str(offsets)[:80]}, not [start, end]; {NOT_SAFETENSORS}"
+                f"{where} has data_offsets {shown(offsets)}, not [start, end]; {NOT_SAFETENSORS}"
             )
         if math.prod(shape) * DTYPE_BYTES[dtype] != offsets[1] - offsets[0]:
             raise ExportError(

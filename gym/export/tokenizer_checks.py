@@ -18,14 +18,16 @@ from gym.export.files import (
     read_bytes,
     read_json_object,
     read_optional_json_object,
+    shown,
 )
 
 MAX_TOKENIZER_CONFIG_BYTES = 16_000_000  # Gemma 3's tokenizer_config.json is 1.2 MB
 RESIZE = "resize the model's embeddings to cover every token (model.resize_token_embeddings) and re-save it"
 
 
-def check_tokenizer(model_dir: Path, vocab_size: int) -> None:
-    """tokenizer.json (BPE, ids below ``vocab_size``, well-formed merges) and its companion files."""
+def check_tokenizer(model_dir: Path, vocab_size: int) -> Any:
+    """tokenizer.json (BPE, ids below ``vocab_size``, well-formed merges) and its companion files; returns
+    the ``gguf.SpecialVocab`` read from them (special ids, merges, chat template) for the converter."""
     path = model_dir / "tokenizer.json"
     if not path.exists() and not path.is_symlink():
         raise ExportError(
@@ -39,7 +41,7 @@ def check_tokenizer(model_dir: Path, vocab_size: int) -> None:
         )
     if model.get("type") != "BPE":
         raise ExportError(
-            f"{path} is a {str(model.get('type'))[:40]!r} tokenizer; GGUF export writes BPE tokenizers "
+            f"{path} is a {shown(model.get('type'))} tokenizer; GGUF export writes BPE tokenizers "
             "(byte-level as in Llama 3 and Qwen2, or byte-fallback as in Llama 2 and Mistral)"
         )
     vocab = model.get("vocab")
@@ -57,7 +59,7 @@ def check_tokenizer(model_dir: Path, vocab_size: int) -> None:
     for entry in added or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
             raise ExportError(
-                f"{path}: an added token is {str(entry)[:80]}, not an object with a string content"
+                f"{path}: an added token is {shown(entry)}, not an object with a string content"
             )
         _check_id(path, entry["content"], entry.get("id"), vocab_size)
     _check_merges(path, model.get("merges"))
@@ -72,13 +74,28 @@ def check_tokenizer(model_dir: Path, vocab_size: int) -> None:
             raise ExportError(
                 f"{template}: is not UTF-8 text; it should hold the Jinja chat template"
             ) from None
+    return _special_vocab(model_dir, vocab_size, byte_fallback=bool(model.get("byte_fallback")))
+
+
+def _special_vocab(model_dir: Path, vocab_size: int, byte_fallback: bool) -> Any:
+    """The gguf package's reading of the special tokens; it walks post_processor and tokenizer_config.json
+    with ``.get`` and indexing, without checking their shapes, so its errors are the files' fault."""
+    import gguf
+
+    try:
+        return gguf.SpecialVocab(model_dir, load_merges=not byte_fallback, n_vocab=vocab_size)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+        from gym.failures import first_line
+
+        raise ExportError(
+            f"{model_dir}: tokenizer.json or tokenizer_config.json is not in the shape the gguf package reads "
+            f"({first_line(error)}); re-save the tokenizer with transformers"
+        ) from None
 
 
 def _check_id(path: Path, text: str, token_id: Any, vocab_size: int) -> None:
     if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
-        raise ExportError(
-            f"{path}: token {text[:40]!r} has id {str(token_id)[:40]}, not a non-negative integer"
-        )
+        raise ExportError(f"{path}: token {text[:40]!r} has id {shown(token_id)}, not a non-negative integer")
     if token_id >= vocab_size:
         raise ExportError(
             f"{path}: token {text[:40]!r} has id {token_id:,}, but the model has {vocab_size:,} embedding rows "
