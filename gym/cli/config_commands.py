@@ -110,6 +110,9 @@ def _warnings(config: GymConfig) -> list[str]:
             continue
         if not exists:
             notes.append(f"datasets.{index}.path: {dataset.path} does not exist (yet)")
+    from gym.gitops.pins import unpinned_notes
+
+    notes += unpinned_notes(config)  # a Hub input on a branch trains on whatever was pushed last
     compute = config.compute
     if compute is not None and compute.use_spot and not compute.managed:
         notes.append(
@@ -215,7 +218,9 @@ def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -
         raise typer.Exit(1) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    tool = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}[conversion.tool]
+    from gym.config.migrate.render import TOOL_NAMES
+
+    tool = TOOL_NAMES[conversion.tool]
     console.print(
         f"wrote {path} from {source} ({tool}); next: `gym validate {path}`", markup=False, highlight=False
     )

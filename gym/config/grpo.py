@@ -21,7 +21,27 @@ BUILTIN_REWARDS = ("exact_match", "numeric_match", "regex_format", "length_penal
 GrpoLoss = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 LOSS_TYPES: tuple[str, ...] = GrpoLoss.__args__  # type: ignore[attr-defined]
 VLLM_SERVER_KEYS = ("vllm_server_base_url", "vllm_server_host", "vllm_server_port")
-TRL_NAMES = {"num_generations": "group_size"}  # TRL's name -> Gym's, accepted in gym.toml too
+VLLM_KEYS = ("vllm_mode", *VLLM_SERVER_KEYS, "vllm_gpu_memory_utilization")
+# gym.toml key under [train.grpo] -> the trl.GRPOConfig field it becomes (a test compares with TRL's dataclass)
+TRL_FIELDS = {
+    "group_size": "num_generations",
+    "max_completion_length": "max_completion_length",
+    "temperature": "temperature",
+    "loss_type": "loss_type",
+    "importance_sampling_level": "importance_sampling_level",
+    "epsilon": "epsilon",
+    "epsilon_high": "epsilon_high",
+    "beta": "beta",
+    "scale_rewards": "scale_rewards",
+    "mask_truncated_completions": "mask_truncated_completions",
+    "use_vllm": "use_vllm",
+    "vllm_mode": "vllm_mode",
+    "vllm_server_base_url": "vllm_server_base_url",
+    "vllm_server_host": "vllm_server_host",
+    "vllm_server_port": "vllm_server_port",
+    "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
+}
+TRL_NAMES = {trl: key for key, trl in TRL_FIELDS.items() if trl != key}  # accepted in gym.toml too
 
 
 class GrpoConfig(Section):
@@ -215,18 +235,20 @@ class GrpoConfig(Section):
         if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
             raise fail(f"epsilon_high ({self.epsilon_high:g}) is below epsilon ({self.epsilon:g}); "
                        "the upper clipping bound must be at least the lower one")  # fmt: skip
-        given = self.model_fields_set
-        vllm_keys = [
-            key for key in ("vllm_mode", *VLLM_SERVER_KEYS, "vllm_gpu_memory_utilization") if key in given
-        ]
-        if vllm_keys and not self.use_vllm:
-            raise fail(f"{vllm_keys[0]} applies to vLLM rollouts; set use_vllm = true, or remove it")
-        server = [key for key in VLLM_SERVER_KEYS if key in given]
+        # Judged on values, not on which keys were written: the resolved gym.toml saved beside the weights
+        # writes every default, and must read back.
+        defaults = {name: field.default for name, field in type(self).model_fields.items()}
+        changed = [key for key in VLLM_KEYS if getattr(self, key) != defaults[key]]
+        if changed and not self.use_vllm:
+            raise fail(f"{changed[0]} applies to vLLM rollouts; set use_vllm = true, or remove it")
+        server = [key for key in VLLM_SERVER_KEYS if getattr(self, key) is not None]
         if server and self.vllm_mode != "server":
             raise fail(f"{server[0]} is the address of a vLLM server; set vllm_mode = 'server' to use one")
-        if "vllm_server_base_url" in given and ({"vllm_server_host", "vllm_server_port"} & given):
+        if self.vllm_server_base_url is not None and len(server) > 1:
             raise fail("set vllm_server_base_url or vllm_server_host/vllm_server_port, not both")
-        if self.vllm_mode == "server" and "vllm_gpu_memory_utilization" in given:
-            raise fail("vllm_gpu_memory_utilization applies to vllm_mode = 'colocate'; a vLLM server takes "
-                       "it when started (trl vllm-serve --gpu-memory-utilization)")  # fmt: skip
+        if self.vllm_mode == "server" and "vllm_gpu_memory_utilization" in changed:
+            raise fail(
+                "vllm_gpu_memory_utilization applies to vllm_mode = 'colocate'; a vLLM server takes "
+                "it when started (trl vllm-serve --gpu-memory-utilization)"
+            )
         return self

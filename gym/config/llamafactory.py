@@ -54,6 +54,8 @@ ALIASES: dict[str, KeyPath] = {
     "grpo_group_size": ("train", "grpo", "group_size"),
     "grpo_reward": ("train", "grpo", "reward"),
     "grpo_api_base": ("train", "grpo", "api_base"),
+    "enable_liger_kernel": ("train", "liger_kernel"),
+    "use_liger_kernel": ("train", "liger_kernel"),  # transformers' TrainingArguments name (TRL's YAMLs)
     "max_samples": ("datasets", "*", "max_samples"),
     "val_size": ("datasets", "*", "eval_fraction"),
 }
@@ -81,20 +83,20 @@ IGNORED = {
     "preprocessing_num_workers": "Gym chooses its own data-preparation workers",
     "dataloader_num_workers": "Gym chooses its own data-loading workers",
     "ddp_timeout": "Gym sets the distributed timeouts itself",
-    "ddp_find_unused_parameters": "accelerate decides it for the model",
+    "ddp_find_unused_parameters": "Gym turns DDP's search on only for models that skip weights (MoE, vision)",
     "logging_dir": "logs are written under project.output_dir",
     "include_num_input_tokens_seen": "Gym always counts tokens (tokens/s in train_results.json)",
     "use_fast_tokenizer": "the tokenizer's fast implementation is always used",
     "disable_tqdm": "Gym shows its own progress bar",
     "flash_attn": "transformers picks the attention kernel for the hardware",
-    "enable_liger_kernel": "Gym uses the model's own kernels",
 }
 
 BOOLEAN = frozenset(
     {
         "do_train", "do_eval", "do_predict", "plot_loss", "overwrite_cache", "overwrite_output_dir",
         "bf16", "pure_bf16", "fp16", "include_num_input_tokens_seen", "use_fast_tokenizer", "disable_tqdm",
-        "ddp_find_unused_parameters", "enable_liger_kernel", "use_dora", "packing", "neat_packing",
+        "ddp_find_unused_parameters", "enable_liger_kernel", "use_liger_kernel", "use_dora", "packing",
+        "neat_packing",
         "trust_remote_code", "grpo_training_free",
     }
 )  # fmt: skip

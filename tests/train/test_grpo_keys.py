@@ -228,3 +228,15 @@ def test_each_loss_type_trains_and_is_recorded(tmp_path: Path, loss: str) -> Non
     assert record["grpo"]["loss_type"] == loss and record["grpo"]["importance_sampling_level"] == level
     assert record["grpo"]["use_vllm"] is False
     assert record["gpu_switches"] == {"liger_kernel": False, "cut_cross_entropy": False}
+
+
+@pytest.mark.parametrize("grpo", ["use_vllm = true\nvllm_mode = 'server'\nvllm_server_port = 8010\n", ""])
+def test_the_resolved_gym_toml_reads_back(tmp_path: Path, grpo: str) -> None:
+    """The file written beside the weights holds every default (vllm_mode, the memory fraction): it must load."""
+    from gym.train.runner import write_resolved_config
+
+    config = load_config(project(tmp_path, GRPO + grpo))
+    (tmp_path / "resolved").mkdir()  # the output folder, once training wrote the weights
+    write_resolved_config(config, tmp_path / "resolved")
+    again = load_config(tmp_path / "resolved" / "gym.toml")
+    assert again.train.grpo == config.train.grpo

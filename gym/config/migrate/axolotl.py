@@ -59,6 +59,11 @@ TEMPLATES = {
     "alpaca": "alpaca", "tokenizer_default": "auto",
 }  # fmt: skip
 SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant"}
+SPEED_PLUGINS = {
+    "axolotl.integrations.liger.LigerPlugin",
+    "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin",
+}
+LORA_KERNELS = ("lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel")
 RL_METHODS = {"dpo": ("dpo", "sigmoid"), "ipo": ("dpo", "ipo"), "orpo": ("dpo", "orpo"), "simpo": ("dpo", "simpo"), "kto": ("kto", None), "grpo": ("grpo", None)}  # fmt: skip
 
 
@@ -133,6 +138,10 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
             conversion.put(("train", "report_to"), ["tensorboard"], key)
         elif key == "deepspeed":
             carry_deepspeed(value, conversion, base)
+        elif key in ("trl", "vllm", "plugins", "cut_cross_entropy", *LORA_KERNELS) or key.startswith(
+            "liger_"
+        ):
+            _carry_speed_and_rl(key, value, data, conversion)
         elif key in ("fsdp", "fsdp_config"):
             if key == "fsdp" or data.get("fsdp") is None:  # the pair is carried (or refused) once
                 carry_fsdp(data, conversion)
@@ -151,6 +160,44 @@ def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path) -> N
             Override(("train", "method"), conversion.data["train"]["method"], ""),
         ]
     conversion.put(("project", "name"), derived_project_name(overrides), "output_dir")
+
+
+def _carry_speed_and_rl(key: str, value: Any, data: dict[str, Any], conversion: Conversion) -> None:
+    """axolotl's ``trl:``/``vllm:`` blocks (TRL's GRPO names) and its GPU speed switches."""
+    from gym.config.migrate.trl_names import carry_grpo
+
+    if key == "trl" and isinstance(value, dict):
+        settings = dict(value)
+        server = data.get("vllm") if isinstance(data.get("vllm"), dict) else {}
+        for ours, theirs in (("vllm_server_host", "host"), ("vllm_server_port", "port")):
+            if server.get(theirs) is not None and settings.get(ours) is None and settings.get("use_vllm"):
+                settings[ours] = server[theirs]
+        handled = carry_grpo(settings, conversion, "trl.")
+        for name in sorted(set(value) - handled):
+            conversion.skip(f"trl.{name}", "Gym has no equivalent GRPO setting")
+    elif key == "vllm" and isinstance(value, dict):
+        for name in sorted(set(value) - {"host", "port"}):
+            conversion.skip(
+                f"vllm.{name}", "a setting of the vLLM server, given to `trl vllm-serve` when it starts"
+            )
+    elif key == "plugins" and isinstance(value, list):
+        for plugin in value:
+            if plugin in SPEED_PLUGINS:
+                conversion.ignored.append((f"plugins: {plugin}", "Gym turns it on with train.liger_kernel or "
+                                           "train.cut_cross_entropy"))  # fmt: skip
+            else:
+                conversion.skip(f"plugins: {plugin}", "Gym loads no axolotl plugins")
+    elif key in LORA_KERNELS:
+        if value:
+            conversion.skip(key, "axolotl's own Triton LoRA kernels; PEFT has no such option")
+    elif key == "cut_cross_entropy" or key.startswith("liger_"):
+        target = "cut_cross_entropy" if key == "cut_cross_entropy" else "liger_kernel"
+        if value is True and target not in conversion.data.get("train", {}):
+            conversion.put(("train", target), True, key)  # Gym's switch turns on all of Liger's kernels
+        elif not isinstance(value, bool):
+            conversion.skip(key, f"expected true or false, got {value!r}")
+    else:
+        conversion.skip(key, "expected a mapping" if key in ("trl", "vllm") else "expected a list of plugins")
 
 
 def _dataset(

@@ -113,10 +113,17 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+LLAMAFACTORY_ONLY = ("stage", "finetuning_type", "template", "dataset", "cutoff_len")
+
+
 def detect_tool(data: dict[str, Any]) -> str:
-    """'axolotl' or 'llamafactory', from keys only one of them uses."""
+    """'axolotl', 'trl' (a `trl grpo --config` YAML) or 'llamafactory', from keys only one of them uses."""
+    from gym.config.migrate.trl_names import is_grpo
+
     if "base_model" in data or "micro_batch_size" in data or "sequence_len" in data:
         return "axolotl"
+    if not any(key in data for key in LLAMAFACTORY_ONLY) and (is_grpo(data) or "dataset_name" in data):
+        return "trl"  # TrainingArguments names as LLaMA-Factory reads them, plus TRL's own
     return "llamafactory"
 
 
@@ -130,7 +137,7 @@ def convert_file(path: Path, target: Path, dataset_dir: str | None = None) -> tu
     conversion = Conversion(tool=tool, source=path)
     if tool == "axolotl":
         axolotl.convert(data, conversion, target.parent)
-    else:
+    else:  # a TRL YAML uses TrainingArguments' names, as LLaMA-Factory's does
         llamafactory_yaml.convert(data, conversion, target.parent, dataset_dir)
     _keep_what_validates(conversion, target)
     return conversion, render(conversion)

@@ -7,6 +7,7 @@ from typing import Any
 
 from gym.config.errors import ConfigError
 from gym.config.llamafactory import CONVERTED, IGNORED
+from gym.config.migrate import trl_names
 from gym.config.migrate.convert import Conversion, relative_to
 from gym.config.sections import NAMED_TEMPLATES
 
@@ -31,15 +32,39 @@ def _as_flag_text(value: Any) -> str:
     return str(value)
 
 
+def _carry_trl(data: dict[str, Any], conversion: Conversion) -> set[str]:
+    """TRL's own names (a ``trl grpo --config`` YAML): GRPO's settings, and ``dataset_name`` as a Hub dataset."""
+    grpo = trl_names.is_grpo(data)
+    handled = trl_names.carry_grpo(data, conversion) if grpo else set()
+    if grpo and data.get("stage") is None and data.get("finetuning_type") is None:
+        conversion.put(("train", "method"), "grpo", "num_generations / use_vllm / reward_funcs (GRPO)")
+    name = data.get("dataset_name")
+    if isinstance(name, str) and name and "dataset" not in data:
+        handled.add("dataset_name")
+        if grpo:  # GRPO rows are prompts (with a reference answer when the rewards need one)
+            table = {"hub": name, "format": "prompt"}
+            split = data.get("dataset_train_split")
+            if isinstance(split, str) and split:
+                table["split"] = split
+                handled.add("dataset_train_split")
+            conversion.data["datasets"] = [table]
+            conversion.origins.update({("datasets", 0, field): "dataset_name" for field in table})
+        else:
+            conversion.skip("dataset_name", "its row format is not in the YAML: add a [[datasets]] table with hub "
+                            f"= {name!r} and its format")  # fmt: skip
+    return handled
+
+
 def convert(data: dict[str, Any], conversion: Conversion, target_dir: Path, dataset_dir: str | None) -> None:
     from gym.config.cli_args import derived_project_name
     from gym.config.flags import parse_flags
     from gym.config.loader import Override
 
     dataset_dir = dataset_dir or data.get("dataset_dir")
+    handled = _carry_trl(data, conversion) if conversion.tool == "trl" or trl_names.is_grpo(data) else set()
     overrides = []
     for key, value in data.items():
-        if value is None:
+        if value is None or key in handled:
             continue
         if key == "template" and value not in NAMED_TEMPLATES:
             if value in TEMPLATES:

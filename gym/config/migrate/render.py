@@ -8,7 +8,7 @@ import tomlkit
 
 from gym.config.migrate.convert import Conversion, first_of
 
-TOOL_NAMES = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}
+TOOL_NAMES = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl", "trl": "TRL"}
 ORDER = ("project", "model", "datasets", "train", "eval", "compute", "hub", "space")
 
 

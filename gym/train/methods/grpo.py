@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from gym.config.grpo import TRL_FIELDS
 from gym.train.arguments import common_arguments
 from gym.train.methods.rows import prompt_and_reference, require_rows, to_dataset
 from gym.train.registry import TrainContext, register_trainer
@@ -52,25 +53,7 @@ def completions_per_device(config: GymConfig) -> int:
     return group * max(1, math.ceil(config.train.batch_size / group))
 
 
-# gym.toml key under [train.grpo] -> trl.GRPOConfig field (a test compares them with TRL's dataclass)
-TRL_KEYS = {
-    "group_size": "num_generations",
-    "max_completion_length": "max_completion_length",
-    "temperature": "temperature",
-    "loss_type": "loss_type",
-    "importance_sampling_level": "importance_sampling_level",
-    "epsilon": "epsilon",
-    "epsilon_high": "epsilon_high",
-    "beta": "beta",
-    "scale_rewards": "scale_rewards",
-    "mask_truncated_completions": "mask_truncated_completions",
-    "use_vllm": "use_vllm",
-    "vllm_mode": "vllm_mode",
-    "vllm_server_base_url": "vllm_server_base_url",
-    "vllm_server_host": "vllm_server_host",
-    "vllm_server_port": "vllm_server_port",
-    "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
-}
+TRL_KEYS = TRL_FIELDS  # [train.grpo] key -> trl.GRPOConfig field
 UNSET_MEANS_TRL_DEFAULT = ("vllm_server_base_url", "vllm_server_host", "vllm_server_port")
 RECORDED = ("loss_type", "importance_sampling_level", "epsilon", "epsilon_high", "beta", "scale_rewards",
             "mask_truncated_completions", "use_vllm", "vllm_mode")  # fmt: skip
