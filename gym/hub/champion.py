@@ -282,5 +282,5 @@ def read_repo_file(repo: str, path: str, token: str | None, *, revision: str = "
     from huggingface_hub import constants, hf_hub_url
 
     wait = float(timeout if timeout is not None else constants.HF_HUB_ETAG_TIMEOUT)
-    reader = _Reader(token or "", constants.ENDPOINT, wait)
+    reader = _Reader(token or None, constants.ENDPOINT, wait)  # type: ignore[arg-type]
     return reader.get(hf_hub_url(repo, path, revision=revision, endpoint=reader.endpoint), path, cap)
