@@ -132,6 +132,12 @@ def create_space_app(settings_file: str | Path) -> Any:
     carried = Path(settings_file).parent / model  # a private model's weights carried in the Space (model/)
     if not os.environ.get("GYM_MODEL") and "/" not in model and carried.is_dir():
         model = str(carried)
+    revision = settings.get("revision")  # the model commit gym deploy pushed (gym rollback moves it)
+    pinned = revision and "/" in model and settings.get("backend") != "llamacpp"  # a GGUF is read from main
+    if pinned and not os.environ.get("GYM_MODEL"):
+        from huggingface_hub import snapshot_download
+
+        model = snapshot_download(model, revision=revision)
     api_key = os.environ.get(settings.get("api_key_env", "GYM_API_KEY")) or None
     system_prompt = None
     if settings.get("experiences"):  # a training-free GRPO library carried by the Space
@@ -144,7 +150,10 @@ def create_space_app(settings_file: str | Path) -> Any:
         model, settings.get("backend", "transformers"), api_key, settings.get("served_model_name"),
         system_prompt=system_prompt,
     )  # fmt: skip
-    app = mount_chat(app, app.state.backend, settings.get("title", model), system_prompt, api_key)
+    served = {"model": settings["model"], "revision": revision}  # which model commit this Space serves
+    app.add_api_route("/gym/served", lambda: served, methods=["GET"])
+    title = settings.get("title", model) + (f" · {settings['model']}@{revision[:12]}" if revision else "")
+    app = mount_chat(app, app.state.backend, title, system_prompt, api_key)
     if settings.get("zerogpu"):
         from gym.api.zerogpu import announce_to_zerogpu
 

@@ -10,6 +10,7 @@ from gym import __version__
 from gym.cli import (
     config_commands,
     eval_commands,
+    history_commands,
     launch_commands,
     serve_commands,
     train_commands,
@@ -47,6 +48,7 @@ eval_commands.register(app)
 launch_commands.register(app)
 serve_commands.register(app)
 webui_commands.register(app)
+history_commands.register(app)
 
 
 def _add_lazy_groups() -> None:

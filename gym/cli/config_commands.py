@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand
 
 from gym.cli.output import (
     CONFIG_AND_FLAGS,
@@ -165,8 +166,14 @@ def init(
         "--dataset-dir",
         help="With --from: folder of LLaMA-Factory's dataset_info.json (default: the YAML's dataset_dir, else ./data).",
     ),
+    recipe: str | None = typer.Option(
+        None,
+        "--recipe",
+        help="Start from a recipe (a gym.toml for one model, method and adapter, with the GPUs it needs); "
+        "--recipe alone lists them.",
+    ),
 ) -> None:
-    """Write a commented starter gym.toml that validates (or convert one with --from)."""
+    """Write a commented starter gym.toml that validates (or convert one with --from, or start from a recipe)."""
     import re
 
     from gym.config import ConfigError
@@ -175,6 +182,9 @@ def init(
 
     if from_yaml is not None:
         _init_from(from_yaml, path, force, dataset_dir)
+        return
+    if recipe == "":
+        _list_recipes()
         return
 
     if method not in FORMATS_BY_METHOD:
@@ -187,7 +197,17 @@ def init(
         raise typer.Exit(1)
     folder_name = path.resolve().parent.name
     project = name or re.sub(r"[^a-z0-9]+", "-", folder_name.lower()).strip("-")[:64] or "my-model"
-    text = starter_toml(name=project, model=model, method=method)
+    if recipe is not None:
+        from gym.config.starter import UnknownRecipe, recipe_toml
+
+        try:
+            text = recipe_toml(recipe, project)
+        except UnknownRecipe as error:
+            errors.print(str(error), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        what = f"recipe {recipe}"
+    else:
+        text, what = starter_toml(name=project, model=model, method=method), f"{method} on {model}"
     try:
         from gym.config.loader import build_config, parse_toml
 
@@ -198,9 +218,30 @@ def init(
         raise typer.Exit(1) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    console.print(
-        f"[green]✓[/green] wrote {path} ({method} on {model}); next: edit it, then `gym validate {path}`"
-    )
+    console.print(f"[green]✓[/green] wrote {path} ({what}); next: edit it, then `gym validate {path}`")
+
+
+class _InitCommand(TyperCommand):
+    """`gym init`, where a bare ``--recipe`` (no name after it) asks for the list of recipes."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        args = list(args)
+        for index, arg in enumerate(args):
+            if arg == "--recipe" and (index + 1 == len(args) or args[index + 1].startswith("-")):
+                args.insert(index + 1, "")  # the empty name: list them
+                break
+        return super().parse_args(ctx, args)
+
+
+def _list_recipes() -> None:
+    """`gym init --recipe`: each recipe's name and its one-line summary."""
+    from gym.config.starter import recipes
+
+    found = recipes()
+    width = max(map(len, found), default=0)
+    for recipe, summary in found.items():
+        console.print(f"{recipe:<{width}}  {summary}", markup=False, highlight=False, soft_wrap=True)
+    console.print("write one with: gym init --recipe NAME [PATH]", markup=False, highlight=False)
 
 
 def _init_from(source: Path, path: Path, force: bool, dataset_dir: str | None) -> None:
@@ -256,5 +297,5 @@ def schema(
 
 def register(app: typer.Typer) -> None:
     app.command(context_settings=EXTRA_ARGS)(validate)
-    app.command()(init)
+    app.command(cls=_InitCommand)(init)
     app.command()(schema)

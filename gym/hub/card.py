@@ -337,8 +337,10 @@ def serving_section(gguf_file: str, quality: Any = None) -> str:
 
 
 def with_section(card: str, section: str) -> str:
-    """``card`` with its "Serving" section replaced by ``section`` (appended when it has none)."""
-    start = card.find(f"\n{SERVING_HEADING}\n")
+    """``card`` with the section ``section`` starts with ("## Serving", "## Source") replaced by it (appended
+    when it has none)."""
+    heading = section.split("\n", 1)[0] if section.startswith("## ") else SERVING_HEADING
+    start = card.find(f"\n{heading}\n")
     if start < 0:
         return card.rstrip("\n") + "\n\n" + section
     end = card.find("\n## ", start + 1)

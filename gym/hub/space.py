@@ -59,6 +59,7 @@ class SpaceSettings:
     gguf: str | None = None  # GGUF type the Space serves with llama.cpp (backend "llamacpp"), else None
     weights_note: str = ""  # how the served weights were chosen (space.cpu_format), for the plan
     bundled: bool = False  # the Space carries the served weights in its own repo (model/) and reads no repo
+    revision: str | None = None  # the model commit the Space serves (gym deploy pins the one it pushed)
 
     @property
     def zerogpu(self) -> bool:
@@ -185,6 +186,8 @@ def render_space(
         "title": values["title"],
         "zerogpu": settings.zerogpu,  # generation runs inside @spaces.GPU functions (gym/api/zerogpu.py)
     }
+    if settings.revision and not settings.bundled:
+        config["revision"] = settings.revision
     if settings.experiences:
         shutil.copy2(settings.experiences, out / "experiences.json")
         config["experiences"] = "experiences.json"

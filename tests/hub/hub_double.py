@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from tests.hub.hub_history import add_history_routes, no_revision, revision_view
 from tests.hub.hub_lfs import add_lfs_routes, is_lfs
 from tests.hub.hub_plans import space_refusal, whoami_answer
 from tests.hub.hub_spaces import add_space_routes
+from tests.launch.hf_jobs_double import add_job_routes
 from tests.hub.hub_xet import XetStore, add_xet_routes, xet_download_headers
 
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
@@ -94,6 +96,8 @@ class HubState:
     run_spaces: bool = False  # build and start pushed Spaces (tests.hub.hub_spaces); off: they stay BUILDING
     space_env: dict[str, str] = field(default_factory=dict)  # extra environment of every Space started
     spaces: Any = None  # tests.hub.hub_spaces.SpaceRuntimes, set by create_hub_app
+    jobs: Any = None  # tests.launch.hf_jobs_double.Jobs (Hugging Face Jobs), set by create_hub_app
+    history: Any = None  # tests.hub.hub_history.History: each commit's files, for revisions and commit lists
 
     def sha(self, key: str) -> str:
         return f"{len([c for c in self.commits if c == key]):040x}"
@@ -229,6 +233,8 @@ def create_hub_app(state: HubState):
     add_xet_routes(app, state, writer=writer, readable=readable, error=error, no_repo=no_repo, missing=missing,
                    injected=injected)  # fmt: skip
     state.spaces = add_space_routes(app, state, readable=readable, missing=missing)
+    state.jobs = add_job_routes(app, state, caller=caller, writer=writer, error=error, injected=injected)
+    state.history = add_history_routes(app, state, readable=readable, missing=missing, error=error)
 
     @app.post("/api/{kind}s/{owner}/{name}/commit/{revision}")
     async def commit(kind: str, owner: str, name: str, revision: str, request: Request):
@@ -243,6 +249,7 @@ def create_hub_app(state: HubState):
         changes: dict[str, bytes] = {}
         lfs_paths: set[str] = set()
         deleted: set[str] = set()
+        header: dict[str, Any] = {}
         for line in (await request.body()).splitlines():
             item = json.loads(line)
             value = item["value"]
@@ -262,8 +269,12 @@ def create_hub_app(state: HubState):
                 lfs_paths.add(value["path"])
             elif item["key"] == "deletedFile":
                 deleted.add(value["path"])
-            elif item["key"] != "header":
+            elif item["key"] == "header":
+                header = value
+            else:
                 state.unknown.append(f"commit op {item['key']}")
+        if (conflict := state.history.refusal(key, header, state.sha(key))) is not None:
+            return error(*conflict)
         stored = state.files.setdefault(key, {})
         stored.update(changes)
         for path in deleted:
@@ -273,6 +284,7 @@ def create_hub_app(state: HubState):
         kept.difference_update(deleted)
         kept.update(lfs_paths)
         state.commits.append(key)
+        state.history.record(key, state.sha(key), header, allowed.user, stored, kept)
         if kind == "space":  # the Hub rebuilds and restarts a Space on each commit
             state.spaces.pushed(f"{owner}/{name}", str(request.base_url).rstrip("/"))
         prefix = "" if kind == "model" else f"{kind}s/"
@@ -290,8 +302,9 @@ def create_hub_app(state: HubState):
             return allowed
         if not allowed:
             return missing()
-        files = state.files.get(key, {})
-        lfs = state.lfs_files.get(key, set())
+        if (view := revision_view(state, key, revision)) is None:
+            return no_revision(error, revision)
+        files, lfs, commit_sha = view
 
         def sibling(path: str) -> dict[str, Any]:
             entry: dict[str, Any] = {"rfilename": path, "size": len(files[path])}
@@ -302,7 +315,7 @@ def create_hub_app(state: HubState):
 
         return {
             "id": f"{owner}/{name}",
-            "sha": state.sha(key),
+            "sha": commit_sha,
             "private": state.repos[key].get("visibility") == "private",
             "siblings": [sibling(path) for path in sorted(files)],
         }
@@ -319,7 +332,9 @@ def create_hub_app(state: HubState):
             return allowed
         if not allowed:
             return missing()
-        files, lfs = state.files.get(key, {}), state.lfs_files.get(key, set())
+        if (view := revision_view(state, key, revision)) is None:
+            return no_revision(error, revision)
+        files, lfs, _ = view
 
         def blob(content: bytes) -> str:
             return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
@@ -345,21 +360,23 @@ def create_hub_app(state: HubState):
         entries += [{"type": "directory", "path": f, "oid": blob(f.encode()), "size": 0} for f in shown]
         return entries
 
-    async def resolve(kind: str, owner: str, name: str, path: str, request: Request):
+    async def resolve(kind: str, owner: str, name: str, path: str, request: Request, revision: str = "main"):
         key = f"{kind}:{owner}/{name}"
         allowed = readable(key, request)
         if isinstance(allowed, JSONResponse):
             return allowed
         if not allowed:
             return missing()
-        content = state.files.get(key, {}).get(path)
+        if (view := revision_view(state, key, revision)) is None:
+            return no_revision(error, revision)
+        files, lfs, commit_sha = view
+        content = files.get(path)
         if content is None:
             return JSONResponse(
                 {"error": "Entry not found"}, status_code=404,
                 headers={"X-Error-Code": "EntryNotFound", "X-Repo-Commit": state.sha(key)},
             )  # fmt: skip
-        commit_sha = state.sha(key)
-        if path in state.lfs_files.get(key, set()):  # the Hub redirects LFS files to its CDN
+        if path in lfs:  # the Hub redirects LFS files to its CDN
             sha256 = hashlib.sha256(content).hexdigest()
             # served from another origin, as the Hub's CDN is: a client stops at this redirect for metadata
             cdn = str(request.base_url).replace("://127.0.0.1:", "://localhost:", 1)
@@ -377,15 +394,15 @@ def create_hub_app(state: HubState):
 
     @app.api_route("/spaces/{owner}/{name}/resolve/{revision}/{path:path}", methods=["GET", "HEAD"])
     async def resolve_space(owner: str, name: str, revision: str, path: str, request: Request):
-        return await resolve("space", owner, name, path, request)
+        return await resolve("space", owner, name, path, request, revision)
 
     @app.api_route("/datasets/{owner}/{name}/resolve/{revision}/{path:path}", methods=["GET", "HEAD"])
     async def resolve_dataset(owner: str, name: str, revision: str, path: str, request: Request):
-        return await resolve("dataset", owner, name, path, request)
+        return await resolve("dataset", owner, name, path, request, revision)
 
     @app.api_route("/{owner}/{name}/resolve/{revision}/{path:path}", methods=["GET", "HEAD"])
     async def resolve_model(owner: str, name: str, revision: str, path: str, request: Request):
-        return await resolve("model", owner, name, path, request)
+        return await resolve("model", owner, name, path, request, revision)
 
     @app.post("/api/spaces/{owner}/{name}/secrets")
     async def secret(owner: str, name: str, request: Request):
@@ -398,6 +415,8 @@ def create_hub_app(state: HubState):
             return no_repo()
         body = await request.json()
         state.secrets.setdefault(f"{owner}/{name}", {})[body["key"]] = body["value"]
+        if state.files.get(f"space:{owner}/{name}"):  # the Hub restarts a Space whose secrets change
+            state.spaces.pushed(f"{owner}/{name}", str(request.base_url).rstrip("/"))
         return {}
 
     @app.post("/api/spaces/{owner}/{name}/hardware")
@@ -461,3 +480,4 @@ class HubDouble:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.state.spaces.close()
+        self.state.jobs.close()
