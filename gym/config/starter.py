@@ -1,6 +1,11 @@
-"""The commented starter gym.toml that `gym init` writes (it validates as written)."""
+"""The commented starter gym.toml that `gym init` writes (it validates as written), and the recipes that
+`gym init --recipe NAME` starts from: a gym.toml per model, method and adapter that people tune now."""
 
 from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
 
 from gym.config.root import FORMATS_BY_METHOD
 
@@ -94,3 +99,42 @@ def starter_toml(name: str = "my-model", model: str = "Qwen/Qwen3-0.6B", method:
         lr="3e-3" if model == "builtin:tiny" else "2e-4",
         method_section=METHOD_SECTIONS.get(method, ""),
     )
+
+
+# Recipes: examples/recipes/NAME.toml in a source checkout, <prefix>/share/zoo-gym/recipes in a wheel.
+RECIPE_PLACES = (
+    Path(__file__).resolve().parents[2] / "examples" / "recipes",
+    Path(sys.prefix) / "share" / "zoo-gym" / "recipes",
+)
+
+
+def recipe_folder() -> Path:
+    """Where the recipes are (the first place that holds any)."""
+    return next((place for place in RECIPE_PLACES if any(place.glob("*.toml"))), RECIPE_PLACES[0])
+
+
+def recipes() -> dict[str, str]:
+    """Recipe name -> its one-line summary (the file's first comment line), sorted by name."""
+    found = {}
+    for path in sorted(recipe_folder().glob("*.toml")):
+        first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
+        found[path.stem] = first.removeprefix("#").strip()
+    return found
+
+
+class UnknownRecipe(ValueError):
+    """A recipe name that is not one of :func:`recipes`."""
+
+
+def recipe_toml(name: str, project: str) -> str:
+    """The recipe's text with ``project.name`` set to ``project`` (its comments kept)."""
+    from gym.config.suggest import did_you_mean
+
+    known = recipes()
+    if name not in known:
+        raise UnknownRecipe(
+            f"--recipe: no recipe named {name!r}{did_you_mean(name, list(known), 3)}; "
+            "`gym init --recipe` lists them"
+        )
+    text = (recipe_folder() / f"{name}.toml").read_text(encoding="utf-8")
+    return re.sub(r'(?m)^(\[project\]\nname = )"[^"\n]*"', rf'\g<1>"{project}"', text, count=1)
