@@ -63,8 +63,9 @@ def check_tokenizer(model_dir: Path, vocab_size: int) -> Any:
             )
         _check_id(path, entry["content"], entry.get("id"), vocab_size)
     _check_merges(path, model.get("merges"))
-    read_optional_json_object(model_dir / "tokenizer_config.json", MAX_TOKENIZER_CONFIG_BYTES)
-    read_optional_json_object(model_dir / "chat_template.json", MAX_TOKENIZER_CONFIG_BYTES)
+    for name in ("tokenizer_config.json", "chat_template.json"):
+        found = read_optional_json_object(model_dir / name, MAX_TOKENIZER_CONFIG_BYTES)
+        _check_chat_template(model_dir / name, (found or {}).get("chat_template"))
     template = model_dir / "chat_template.jinja"
     if template.exists() or template.is_symlink():
         data, _ = read_bytes(template, MAX_TOKENIZER_CONFIG_BYTES)
@@ -101,6 +102,21 @@ def _check_id(path: Path, text: str, token_id: Any, vocab_size: int) -> None:
             f"{path}: token {text[:40]!r} has id {token_id:,}, but the model has {vocab_size:,} embedding rows "
             f"(vocab_size in config.json); {RESIZE}"
         )
+
+
+def _check_chat_template(path: Path, template: Any) -> None:
+    """A chat template is a string, or a list of named ones ({"name": ..., "template": ...}) as GGUF stores."""
+    if template is None or isinstance(template, str):
+        return
+    if isinstance(template, list) and all(
+        isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
+        for t in template
+    ):
+        return
+    raise ExportError(
+        f"{path}: chat_template is {shown(template)}, not a template string or a list of "
+        '{"name": ..., "template": ...} objects; re-save the tokenizer'
+    )
 
 
 def _check_merges(path: Path, merges: Any) -> None:

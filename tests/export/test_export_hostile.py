@@ -135,6 +135,29 @@ def test_merge_and_quantize_outputs_may_not_touch_the_adapter_or_its_base(
     assert snapshot(tmp_path) == before
 
 
+def test_merge_builds_its_folder_aside_and_replaces_an_old_one_only_with_overwrite(
+    tiny_dir: Path, tmp_path: Path
+) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    adapter = tmp_path / "lora"
+    get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(adapter)
+    shutil.copy(tiny_dir / "tokenizer.json", adapter / "tokenizer.json")
+    shutil.copy(tiny_dir / "tokenizer_config.json", adapter / "tokenizer_config.json")
+    target = tmp_path / "merged"
+    target.mkdir()
+    (target / "stale.txt").write_text("from an older merge")
+    assert refused(str(adapter), "--merge", "-o", str(target)) == (
+        f"error: --output {target} already exists; pass --overwrite to replace it, or choose another folder"
+    )
+    result = runner.invoke(app, ["export", str(adapter), "--merge", "-o", str(target), "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert not (target / "stale.txt").exists() and (target / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lora", "merged"]  # no staging folder left
+
+
 def test_an_existing_file_is_replaced_only_with_overwrite_and_only_by_a_finished_file(
     tiny_dir: Path, tmp_path: Path
 ) -> None:
@@ -596,3 +619,37 @@ def test_any_corrupted_safetensors_header_is_one_sentence_naming_the_file(
         else:
             join_safetensors(weights, detail, data)
         _assert_one_sentence(model, ["--gguf", "f16"])
+
+
+TOKENIZER_FIELDS = (("tokenizer.json", ("model", "vocab")), ("tokenizer.json", ("model", "merges")),
+                    ("tokenizer.json", ("model", "type")), ("tokenizer.json", ("added_tokens",)),
+                    ("tokenizer.json", ("added_tokens", 0)), ("tokenizer.json", ("post_processor",)),
+                    ("tokenizer.json", ("pre_tokenizer",)), ("tokenizer_config.json", ("chat_template",)),
+                    ("tokenizer_config.json", ("eos_token",)), ("tokenizer_config.json", ("add_bos_token",)),
+                    ("config.json", ("eos_token_id",)), ("config.json", ("bos_token_id",)))  # fmt: skip
+
+
+@HOSTILE_SETTINGS
+@given(field=st.sampled_from(TOKENIZER_FIELDS), value=JSON_VALUES)
+def test_any_tokenizer_value_converts_or_is_one_sentence(
+    tiny_dir: Path, field: tuple[str, tuple], value: object
+) -> None:
+    """Many tokenizer values are harmless (a missing chat template, an eos the converter skips), so the
+    property is weaker than for shapes: the export succeeds, or it is one sentence; never a traceback."""
+    name, keys = field
+    with tempfile.TemporaryDirectory() as scratch:
+        model = copy_model(tiny_dir, Path(scratch))
+        data = json.loads((model / name).read_text())
+        parent = data
+        for key in keys[:-1]:
+            parent = parent[key]
+        parent[keys[-1]] = value
+        (model / name).write_text(json.dumps(data))
+        result = runner.invoke(app, ["export", str(model), "--gguf", "f16"])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert "Traceback" not in result.output
+        if result.exit_code != 0:
+            assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+            assert result.output.startswith(f"error: {model}")
+        else:
+            gguf.GGUFReader(model.with_name("model-f16.gguf"))  # a file the gguf package reads back
