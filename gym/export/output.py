@@ -31,6 +31,12 @@ def source_folders(path: Path) -> list[Path]:
             raise ExportError(f"{adapter_config}: base_model_name_or_path is not the name of a base model")
         if Path(base).expanduser().is_dir():
             folders.append(Path(base).expanduser())
+        elif base.startswith("builtin:"):  # built into the cache on first use: protect all of them
+            from gym.files import gym_cache_home
+
+            builtins = gym_cache_home() / "builtin"
+            if builtins.is_dir():
+                folders.append(builtins)
         elif base.startswith(("/", "./", "../", "~")):  # a path, not a Hub id or builtin: name
             raise ExportError(
                 f"{adapter_config}: base_model_name_or_path {base!r} is not a folder here; "

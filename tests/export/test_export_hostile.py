@@ -135,6 +135,22 @@ def test_merge_and_quantize_outputs_may_not_touch_the_adapter_or_its_base(
     assert snapshot(tmp_path) == before
 
 
+def test_an_adapter_on_a_builtin_base_may_not_write_into_the_builtin_cache(
+    tiny_dir: Path, cache_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root))  # where the tiny_dir fixture built builtin:tiny
+    adapter = tmp_path / "lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "builtin:tiny"}))
+    before = snapshot(tiny_dir)
+    target = tiny_dir / "model.safetensors"
+    assert refused(str(adapter), "--gguf", "q8_0", "-o", str(target), "--overwrite") == (
+        f"error: --output {target} is inside {tiny_dir.parent}, the model folder the export reads; "
+        "write it elsewhere"
+    )
+    assert snapshot(tiny_dir) == before
+
+
 def test_merge_builds_its_folder_aside_and_replaces_an_old_one_only_with_overwrite(
     tiny_dir: Path, tmp_path: Path
 ) -> None:
@@ -245,7 +261,12 @@ def test_outputs_that_cannot_be_a_gguf_file_are_one_sentence(tiny_dir: Path, tmp
     assert refused(str(model), "--gguf", "q8_0", "-o", str(fifo), "--overwrite") == (
         f"error: --output {fifo} is not a regular file (a pipe, socket or device); choose another path"
     )
-    if os.geteuid() != 0:  # root writes anywhere
+    proc = Path("/proc/self/m.gguf")  # a folder not even root may create files in (Linux)
+    if proc.parent.is_dir():
+        assert refused(str(model), "--gguf", "q8_0", "-o", str(proc), "--overwrite") == (
+            f"error: --output {proc} cannot be written: /proc/{os.getpid()} is not writable (permission denied)"
+        )
+    if os.geteuid() != 0:  # root writes anywhere else
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         assert refused(str(model), "--gguf", "q8_0", "-o", str(locked / "m.gguf")) == (
