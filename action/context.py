@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODES = ("auto", "validate", "plan", "launch")
+MODES = ("auto", "validate", "plan", "launch", "outdated", "rollback")  # the last two: action/gitops_jobs.py
 DEFAULT_LABEL = "gym:launch"
 ZERO_SHA = "0" * 40
 

@@ -220,6 +220,11 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
     from action.ghapi import GitHubAPI
 
     api = GitHubAPI(context, token, report_token=env.get("GYM_REPORT_TOKEN", ""))
+    if context.inputs.mode in ("outdated", "rollback"):  # bump pull requests, a rollback (gym/gitops)
+        from action.gitops_jobs import dispatched_rollback, open_bump_pulls
+
+        job = open_bump_pulls if context.inputs.mode == "outdated" else dispatched_rollback
+        return job(context, api, env, redactor)
     decision = _decide(context, api)
     print(f"mode: {decision.mode} ({decision.reason})")
 

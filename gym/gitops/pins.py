@@ -124,9 +124,9 @@ def pins(config: GymConfig) -> list[Move]:
     return moves
 
 
-def outdated(config: GymConfig) -> tuple[list[Move], list[Input]]:
+def outdated(config: GymConfig, token: str | None = None) -> tuple[list[Move], list[Input]]:
     """`gym outdated`: (pinned inputs whose repository's main moved since, inputs not pinned at all)."""
-    token = token_for(config)
+    token = token or token_for(config)
     moves, loose = [], []
     for item in hub_inputs(config):
         if not item.pinned:
