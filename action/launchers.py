@@ -137,7 +137,11 @@ def launch_here(request: LaunchRequest) -> LaunchOutcome:
             detail=f"ran on this runner; not promoted: {failed}", results=_results(request.config)
         )
     done = ", ".join(f"{name} {o.status}" for name, o in outcomes.items())
-    return LaunchOutcome(detail=f"ran on this runner: {done}", results=_results(request.config))
+    from gym.gitops.published import published_line
+
+    published = published_line(request.config)  # the Hub commit (and Space commit) this run made
+    detail = f"ran on this runner: {done}" + (f"; {published}" if published else "")
+    return LaunchOutcome(detail=detail, results=_results(request.config))
 
 
 def default_launcher(request: LaunchRequest) -> LaunchOutcome:
@@ -157,17 +161,39 @@ class JobControl(Protocol):
 
 
 class SkyPilotJobs:
-    """:class:`JobControl` through SkyPilot's SDK (``sky.jobs.queue_v2``, ``sky.jobs.cancel``)."""
+    """:class:`JobControl` through SkyPilot's SDK (``sky.jobs.queue_v2``, ``sky.jobs.cancel``).
+
+    A job is the one the comment recorded only when SkyPilot has its id *and* its name (the name encodes
+    the repository and the config: :func:`gym.launch.task.run_name`); a job of another name is never
+    cancelled. Without a team API server this run talks to a fresh local server that cannot see jobs of
+    earlier runs: a recorded job it does not find may still run, so asking about it (and so launching a
+    replacement) is refused with :func:`gym.launch.sky_server.untracked_sentence`.
+    """
 
     def status(self, state: RunState) -> tuple[str, bool] | None:
         from gym.launch.cloud import job_status
 
         if not state.job_id.isdigit():  # a run on the runner itself: it ended with its workflow run
             return ("ended", True)
-        return job_status(state.name, int(state.job_id), managed=state.managed)
+        found = job_status(state.name, int(state.job_id), managed=state.managed)
+        if found is None:
+            self._refuse_untracked(state)
+        return found
 
     def cancel(self, state: RunState) -> None:
-        from gym.launch.cloud import cancel_job
+        from gym.launch.cloud import cancel_job, job_status
 
-        if state.job_id.isdigit():
-            cancel_job(state.name, int(state.job_id), managed=state.managed)
+        if not state.job_id.isdigit():
+            return
+        if job_status(state.name, int(state.job_id), managed=state.managed) is None:
+            self._refuse_untracked(state)
+            return  # gone (or its id is another job's now): nothing of ours to cancel
+        cancel_job(state.name, int(state.job_id), managed=state.managed)
+
+    @staticmethod
+    def _refuse_untracked(state: RunState) -> None:
+        from gym.launch import sky_server
+        from gym.launch.task import LaunchError
+
+        if not sky_server.is_team_server():
+            raise LaunchError(sky_server.untracked_sentence(state.job_id, state.name, state.sha))
