@@ -59,7 +59,8 @@ def open_bump_pulls(context: Context, api: GitHubAPI, env: Mapping[str, str], re
     from gym.launch.report.render import render
     from gym.launch.report.sticky import Sticky
 
-    lines, failed = [], False
+    lines: list[str] = []
+    errors: list[str] = []  # the lines that are failures (error annotations, exit 1)
     hub_token = env.get("GYM_INPUT_HF_TOKEN") or None  # gated or private inputs are looked up with it
     redactor.add(hub_token or "")
     for relative in configs_in_workspace(context.workspace, context.inputs.configs):
@@ -68,8 +69,8 @@ def open_bump_pulls(context: Context, api: GitHubAPI, env: Mapping[str, str], re
             config = config_from_args(path, [], env=public_env(env))
             moves, _ = outdated(config, token=hub_token)
         except (ConfigError, PinError) as error:
-            lines.append(f"{relative}: {redactor(str(error).splitlines()[0])}")
-            failed = True
+            errors.append(f"{relative}: {redactor(str(error).splitlines()[0])}")
+            lines.append(errors[-1])
             continue
         if not moves:
             lines.append(f"{relative}: every pinned input is at the Hub's latest commit")
@@ -90,8 +91,8 @@ def open_bump_pulls(context: Context, api: GitHubAPI, env: Mapping[str, str], re
             current = repo.get_contents(relative, ref=base)
             repo.create_git_ref(f"refs/heads/{branch}", head_sha)
         except Exception as error:  # noqa: BLE001 - PyGithub's GithubException: one sentence
-            lines.append(f"{relative}: {_forbidden(f'create the branch {branch}', error)}")
-            failed = True
+            errors.append(f"{relative}: {_forbidden(f'create the branch {branch}', error)}")
+            lines.append(errors[-1])
             continue
         try:
             commit = repo.update_file(relative, f"gym: bump the pinned inputs of {relative}", text,
@@ -105,8 +106,8 @@ def open_bump_pulls(context: Context, api: GitHubAPI, env: Mapping[str, str], re
                 base=base, head=branch, title=f"gym: bump pinned inputs of {relative}", body=body
             )
         except Exception as error:  # noqa: BLE001
-            lines.append(f"{relative}: {_forbidden(f'open the bump pull request from {branch}', error)}")
-            failed = True
+            errors.append(f"{relative}: {_forbidden(f'open the bump pull request from {branch}', error)}")
+            lines.append(errors[-1])
             continue
         decision = Decision("plan", f"plan only: a scheduled bump of {relative}'s pinned inputs; apply "
                                     f"`{context.inputs.launch_label}` to launch it")  # fmt: skip
@@ -117,33 +118,30 @@ def open_bump_pulls(context: Context, api: GitHubAPI, env: Mapping[str, str], re
         try:
             api.write_sticky(pull.number, Sticky(comment=None), redactor(render(outcome, sha=commit.sha)))
         except Exception as error:  # noqa: BLE001 - the pull request stands; its plan comment is missing
-            lines.append(
+            errors.append(
                 f"{relative}: opened #{pull.number} but could not comment its plan ({_forbidden('comment', error)})"
             )
-            failed = True
+            lines.append(errors[-1])
             continue
         lines.append(f"{relative}: opened #{pull.number} ({branch}): " + "; ".join(bumps))
-    return _finish(context, lines, failed, redactor, "outdated")
+    return _finish(context, lines, errors, redactor, "outdated")
 
 
 def _no_launch(_request):  # noqa: ANN001, ANN202 - a bump pull request is only planned here
     raise ActionError("a bump pull request is planned, never launched, by the scheduled run")
 
 
-def _finish(context: Context, lines: list[str], failed: bool, redactor: Redactor, mode: str) -> int:
+def _finish(context: Context, lines: list[str], errors: list[str], redactor: Redactor, mode: str) -> int:
+    """Print each line (a failure as an error annotation), write the job summary and the outputs."""
     for line in lines:
-        print(
-            annotation("error", redactor(line))
-            if "nothing was changed" in line or "could not" in line
-            else redactor(line)
-        )
+        print(annotation("error", redactor(line)) if line in errors else redactor(line))
     write_summary(
         context.summary_file, [f"### Gym {mode}\n\n" + "\n".join(f"- {line}" for line in lines)], redactor
     )
     write_outputs(
         context.output_file, {"results-json": "[]", "comment-url": "", "job-id": "", "mode": mode}, redactor
     )
-    return 1 if failed else 0
+    return 1 if errors else 0
 
 
 def _role(api: GitHubAPI, actor: str) -> str:
@@ -170,15 +168,16 @@ def dispatched_rollback(context: Context, api: GitHubAPI, env: Mapping[str, str]
     actor = env.get("GITHUB_ACTOR", "") or str((context.event.get("sender") or {}).get("login") or "")
     role = _role(api, actor)
     if role not in LAUNCH_ROLES:
-        lines = [
+        errors = [
             f"rollback refused: @{actor or 'unknown'} has {role} permission (rolling back needs write, maintain or admin)"
         ]
-        return _finish(context, lines, True, redactor, "rollback")
+        return _finish(context, errors, errors, redactor, "rollback")
     to = env.get("GYM_INPUT_ROLLBACK_TO", "").strip() or None
     reason = env.get("GYM_INPUT_ROLLBACK_REASON", "").strip() or f"workflow_dispatch by @{actor}"
     token = env.get("GYM_INPUT_HF_TOKEN") or None
     redactor.add(token or "")
-    lines, failed = [], False
+    lines: list[str] = []
+    errors: list[str] = []  # the lines that are failures (error annotations, exit 1)
     for relative in configs_in_workspace(context.workspace, context.inputs.configs):
         try:
             config = config_from_args(workspace_path(context.workspace, relative), [], env=public_env(env))
@@ -186,9 +185,9 @@ def dispatched_rollback(context: Context, api: GitHubAPI, env: Mapping[str, str]
                 config, to=to, reason=reason, token=token, echo=lambda text: print(redactor(text))
             )
         except (ConfigError, RollbackError) as error:
-            lines.append(f"{relative}: {redactor(str(error).splitlines()[0])}")
-            failed = True
+            errors.append(f"{relative}: {redactor(str(error).splitlines()[0])}")
+            lines.append(errors[-1])
             continue
         lines.append(f"{relative}: @{actor} ({role}) rolled {done.repo} back to {done.serves[:12]} (Hub commit "
                      f"{done.commit[:12]}{', Space commit ' + done.space_commit[:12] if done.space_commit else ''})")  # fmt: skip
-    return _finish(context, lines, failed, redactor, "rollback")
+    return _finish(context, lines, errors, redactor, "rollback")
