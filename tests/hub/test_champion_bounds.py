@@ -84,7 +84,7 @@ def test_a_hub_that_stalls_is_given_up_on_in_bounded_time(tmp_path: Path, stalls
     with HostileHub(state) as hub:
         sentence, seconds, _ = refusal(hub, timeout=0.5)
     assert sentence == LATE
-    assert seconds < 3 * 0.5 + 1.5  # the whole lookup's bound, plus the wait for the worker
+    assert seconds < 3 * 0.5 + 3, seconds  # the whole lookup's bound, the wait for the worker, load
     assert TOKEN not in sentence
 
 
@@ -98,7 +98,7 @@ def test_an_alias_bomb_in_the_card_is_refused_at_once(tmp_path: Path) -> None:
         f"the champion {REPO}: the metadata of its README.md is refused: its aliases expand to more than 200,000 "
         f"values; a training config has a few dozen; {ADVICE}"
     )
-    assert seconds < 2 and peak < 20_000_000
+    assert seconds < 4 and peak < 20_000_000, (seconds, peak)
 
 
 @pytest.mark.parametrize("sized", [True, False])
@@ -111,7 +111,7 @@ def test_a_card_of_twenty_megabytes_is_not_read(tmp_path: Path, sized: bool) -> 
     assert sentence == (
         f"the champion {REPO}: its README.md is more than 1,000,000 bytes, far more than Gym writes; {ADVICE}"
     )
-    assert seconds < 2 and peak < 8_000_000  # a megabyte and a chunk read, not twenty
+    assert seconds < 4 and peak < 8_000_000, (seconds, peak)  # a megabyte and a chunk read, not twenty
 
 
 def test_a_large_metadata_block_is_refused_before_parsing(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_a_large_metadata_block_is_refused_before_parsing(tmp_path: Path) -> Non
         f"the champion {REPO}: the metadata of its README.md is more than 256,000 bytes, far more than a Gym "
         f"card holds; {ADVICE}"
     )
-    assert seconds < 1
+    assert seconds < 3, seconds
 
 
 def test_a_compressed_answer_is_refused_unread(tmp_path: Path) -> None:
