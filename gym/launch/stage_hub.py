@@ -36,6 +36,19 @@ def hub_commit(repo: str, token: str | None, *, space: bool = False) -> str | No
     return info.sha
 
 
+def champion_commit(repo: str, token: str | None) -> str | None:
+    """The commit of the champion ``repo`` holds now; None while it holds no model card (it does not
+    exist, or a first push created it and failed before any file landed: no champion yet either way)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        info = HfApi(token=token).model_info(repo, timeout=HUB_TIMEOUT)
+    except RepositoryNotFoundError:
+        return None
+    return info.sha if any(s.rfilename == "README.md" for s in info.siblings or []) else None
+
+
 def _unreachable(repo: str, error: Exception) -> str:
     status = getattr(getattr(error, "response", None), "status_code", None)
     how = f"HTTP {status}" if status else type(error).__name__
@@ -52,7 +65,7 @@ def champion_change(config: GymConfig, recorded: dict[str, Any], state: dict[str
         return None
     repo = config.hub.repo_id
     try:
-        now = hub_commit(repo, os.environ.get(config.hub.token_env))
+        now = champion_commit(repo, os.environ.get(config.hub.token_env))
     except Exception as error:  # noqa: BLE001 - any failure: check the gates again, which says why
         return f"{_unreachable(repo, error)}; checking the gates again"
     deploy = state.get("stages", {}).get("deploy")
