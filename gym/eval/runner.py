@@ -222,6 +222,8 @@ def _run(
     """Every loaded task on one model, in one or two simple_evaluate calls (with and without chat template)."""
     from lm_eval import simple_evaluate
 
+    from gym.quiet import without_stderr_lines
+
     scores: list[TaskScore] = []
     for use_chat in (True, False):
         batch = [t for t in loaded if (t.spec.chat_template if chat is None else chat) == use_chat]
@@ -229,19 +231,20 @@ def _run(
             continue
         objects = [item for t in batch for item in (t.obj if isinstance(t.obj, list) else [t.obj])]
         try:
-            results = simple_evaluate(
-                model=lm,
-                tasks=objects,
-                num_fewshot=config.eval.num_fewshot,
-                limit=config.eval.limit or None,
-                batch_size=config.eval.batch_size,
-                apply_chat_template=use_chat,
-                fewshot_as_multiturn=use_chat,
-                task_manager=manager,
-                log_samples=False,
-                bootstrap_iters=BOOTSTRAP_ITERS,
-                system_instruction=system,
-            )
+            with without_stderr_lines():  # lm-eval's `git describe` complains outside a repository
+                results = simple_evaluate(
+                    model=lm,
+                    tasks=objects,
+                    num_fewshot=config.eval.num_fewshot,
+                    limit=config.eval.limit or None,
+                    batch_size=config.eval.batch_size,
+                    apply_chat_template=use_chat,
+                    fewshot_as_multiturn=use_chat,
+                    task_manager=manager,
+                    log_samples=False,
+                    bootstrap_iters=BOOTSTRAP_ITERS,
+                    system_instruction=system,
+                )
         except (ValueError, RuntimeError) as error:
             from gym.failures import first_line
 

@@ -47,6 +47,78 @@ def eval_text(logs: dict[str, Any]) -> str:
     return "eval " + " ".join(f"{names[key]} {value:.4f}" for key, value in point.items())
 
 
+class LineProgress:
+    """What a live bar says, as whole lines, for a log file or a pipe (CI, ``tee``).
+
+    rich redraws a bar in place on a terminal; elsewhere it prints the last frame cut to 80 columns
+    (``600/6…``, ``0:00:…``). Here each line is written whole when there is news: a field in ``news``
+    was given (the loss of a logged step, an evaluation), or, without ``news``, a task finished; and
+    once more at the end if the last line is stale. Same calls as ``rich.progress.Progress``.
+    """
+
+    def __init__(self, describe: Any, news: tuple[str, ...] = (), console: Any = None) -> None:
+        from rich.console import Console
+
+        self.describe, self.news = describe, news
+        self.console = console or Console(soft_wrap=True)
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self.started = time.perf_counter()
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+
+    def add_task(
+        self, description: str, total: float | None = None, completed: float = 0, **fields: Any
+    ) -> int:
+        self.tasks[len(self.tasks)] = {"description": description, "total": total, "completed": completed,
+                                       "fields": fields, "said": None}  # fmt: skip
+        return len(self.tasks) - 1
+
+    def update(
+        self, task_id: int, completed: float | None = None, advance: float | None = None, **fields: Any
+    ) -> None:
+        task = self.tasks[task_id]
+        if completed is not None:
+            task["completed"] = completed
+        if advance is not None:
+            task["completed"] += advance
+        task["fields"].update(fields)
+        told = any(key in self.news for key in fields)  # a log event (the loss, an evaluation) came in
+        finished = not self.news and task["total"] is not None and task["completed"] >= task["total"]
+        if told or finished:
+            self._say(task)
+
+    def stop(self) -> None:
+        for task in self.tasks.values():
+            self._say(task)
+
+    def _say(self, task: dict[str, Any]) -> None:
+        said = (task["completed"], tuple(sorted(task["fields"].items(), key=lambda kv: kv[0])))
+        if said == task["said"]:
+            return  # nothing new since the last line
+        task["said"] = said
+        elapsed = int(time.perf_counter() - self.started)
+        clock = f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
+        self.console.print(f"{self.describe(task)} {clock}", markup=False, highlight=False, soft_wrap=True)
+
+
+def live_or_lines(make_live: Any, describe: Any, news: tuple[str, ...] = ()) -> Any:
+    """``make_live()`` (a rich Progress) on a terminal, else a :class:`LineProgress` with the same calls."""
+    from rich.console import Console
+
+    if Console().is_terminal:
+        return make_live()
+    return LineProgress(describe, news)
+
+
+def describe_training(task: dict[str, Any]) -> str:
+    """``train 40/600 loss 1.2345 1,234 tok/s eval loss 1.1000``: one whole line of the training bar."""
+    fields, total = task["fields"], task["total"]
+    steps = f"{int(task['completed'])}/{int(total)}" if total else f"{int(task['completed'])}"
+    line = f"train {steps} loss {fields.get('loss', '-')} {fields.get('speed', '-')} tok/s"
+    return f"{line} {fields['eval']}" if fields.get("eval") else line
+
+
 EVENTS_FILE = "progress.jsonl"
 STOP_FILE = "stop_requested"
 
@@ -88,17 +160,21 @@ class ProgressCallback(TrainerCallback):
             TimeRemainingColumn,
         )
 
-        self.progress = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            TextColumn("{task.fields[speed]} tok/s"),
-            TextColumn("{task.fields[eval]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            transient=False,
+        self.progress = live_or_lines(
+            lambda: Progress(
+                TextColumn("[bold]train"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"),
+                TextColumn("{task.fields[speed]} tok/s"),
+                TextColumn("{task.fields[eval]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                transient=False,
+            ),
+            describe_training,
+            news=("loss", "eval"),
         )
         self.progress.start()
         self.task = self.progress.add_task(

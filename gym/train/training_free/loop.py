@@ -200,6 +200,13 @@ def _line(stats: dict[str, Any]) -> str:
     )
 
 
+def _describe_step(task: dict[str, Any]) -> str:
+    """``step 3 8/8 queries, 24 req, tok in/out 1200/800``: one whole line when a step's queries are done."""
+    fields, total = task["fields"], task["total"]
+    return (f"{task['description']} {int(task['completed'])}/{int(total)} queries, {fields['req']} req, "
+            f"tok in/out {fields['tin']}/{fields['tout']}")  # fmt: skip
+
+
 class _progress:
     """A rich bar per step (queries done, requests, tokens in/out), or nothing when progress is off."""
 
@@ -210,11 +217,13 @@ class _progress:
         if self.show:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(
+            from gym.train.progress import live_or_lines
+
+            self.bar = live_or_lines(lambda: Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[req]} req"), TextColumn("tok in/out {task.fields[tin]}/{task.fields[tout]}"),
                 TimeElapsedColumn(),
-            )  # fmt: skip
+            ), _describe_step)  # fmt: skip
             self.bar.start()
         return self.bar
 
