@@ -101,6 +101,10 @@ def refresh(jobs: JobControl, previous: RunState) -> str:
         return f"{error}; its state as last recorded: {previous.state}"
     if found is None:
         previous.state, previous.ended = "not found", True
-        return f"SkyPilot does not know job {previous.job_id} (commit {previous.sha[:12]}) any more"
+        gone = "" if previous.managed else " (its cluster is torn down)"
+        return (
+            f"SkyPilot has no job {previous.job_id} named `{previous.name}` (commit {previous.sha[:12]}) any "
+            f"more{gone}: nothing to cancel"
+        )
     previous.state, previous.ended = found
     return f"SkyPilot reports job {previous.job_id} (commit {previous.sha[:12]}) as {previous.state}"

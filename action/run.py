@@ -45,10 +45,22 @@ def _space_plan_notes(config: GymConfig) -> list[str]:
     return [f"Space hardware {note}"] if note else []
 
 
-def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, workspace: Path) -> PlanView:
-    """The plan a reviewer sees; raises :class:`gym.launch.task.LaunchError` when it cannot launch."""
+def plan_view(
+    config: GymConfig,
+    path: Path,
+    flags: list[str],
+    *,
+    cloud: bool,
+    workspace: Path,
+    env: Mapping[str, str] | None = None,
+) -> PlanView:
+    """The plan a reviewer sees; raises :class:`gym.launch.task.LaunchError` when it cannot launch.
+
+    ``env`` (the public environment) names the repository (the SkyPilot job name is scoped to it and the
+    config) and the SkyPilot API server: without one, the plan says that the job cannot be tracked by a
+    later run."""
     from gym.hub.space import space_token_of
-    from gym.launch.task import build_plan, secret_specs
+    from gym.launch.task import build_plan, check_dataset_files, secret_specs
 
     space_token = space_token_of(config.hub, config.space)
     space_notes = [f"the Space gets {space_token}"] if space_token else []
@@ -58,13 +70,17 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
     judge_note = plan_note(config)  # [eval.judge]: the judge's call and token caps
     space_notes += [judge_note] if judge_note else []
     if not cloud:
+        check_dataset_files(config)  # a Git LFS pointer instead of data: the checkout's `lfs: true`
         publishes = config.hub is not None or config.space is not None
         stages = LOCAL_STAGES if publishes else LOCAL_STAGES[:3]
         if config.eval.gates.rules:  # checked between eval and the card; a failed gate stops the push
             stages = [*stages[:2], "gates", *stages[2:]]
         secrets = [s.name for s in secret_specs(config)]
         return PlanView(target="runner", stages=stages, secrets=secrets, notes=space_notes)
-    plan = build_plan(config, path, flags, cwd=workspace)
+    plan = build_plan(config, path, flags, cwd=workspace, env=env)
+    from gym.launch.sky_server import NO_TEAM_SERVER, is_team_server
+
+    server_notes = [] if is_team_server(env) else [NO_TEAM_SERVER]
     resources = plan.task.get("resources", {})
     accelerators = [resources["accelerators"]] if "accelerators" in resources else []
     accelerators += [str(c.get("accelerators")) for c in resources.get("any_of", [])]
@@ -105,7 +121,7 @@ def plan_view(config: GymConfig, path: Path, flags: list[str], *, cloud: bool, w
         num_nodes=num_nodes,
         infra=resources.get("infra"),
         secrets=names,
-        notes=[*plan.notes, *space_notes],
+        notes=[*plan.notes, *server_notes, *space_notes],
         task_yaml=task_yaml,
     )
 
@@ -167,7 +183,7 @@ def process_config(
     if from_pull_request and config.hub is not None and config.hub.push != "none":
         flags = ["--set", "hub.push=none"]
     try:
-        outcome.plan = plan_view(config, path, flags, cloud=cloud, workspace=workspace)
+        outcome.plan = plan_view(config, path, flags, cloud=cloud, workspace=workspace, env=public)
     except LaunchError as error:
         outcome.error = redactor(str(error))
         emit(annotation("error", outcome.error, file=relative))

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gym import __version__
-from gym.launch.task import CloudPlan, LaunchError, build_plan, secret_values
+from gym.launch import sky_server
+from gym.launch.task import CloudPlan, LaunchError, build_plan, run_name, secret_values
 from gym.launch.templates import dump_yaml
 
 if TYPE_CHECKING:
@@ -50,9 +51,38 @@ def scrub(text: str, secrets: Mapping[str, str]) -> str:
 
 
 def _one_line(error: BaseException, secrets: Mapping[str, str]) -> str:
+    """The first line of a third-party error, scrubbed of ``secrets`` and of the API server's credentials."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     message = lines[0] if lines else type(error).__name__
-    return scrub(message, secrets)
+    return scrub(message, {**secrets, **sky_server.credentials()})
+
+
+def _sky() -> Any:
+    """SkyPilot's SDK, after an empty $SKYPILOT_API_SERVER_ENDPOINT (an unset repository secret) is dropped."""
+    sky_server.drop_empty_endpoint()
+    import sky
+
+    return sky
+
+
+def _is_gone(error: BaseException) -> bool:
+    """SkyPilot's answer for a cluster that is torn down (or stopped): its jobs went with it."""
+    from sky import exceptions
+
+    return isinstance(error, (exceptions.ClusterDoesNotExist, exceptions.ClusterNotUpError))
+
+
+def _missing_bucket(error: BaseException, bucket: str) -> str | None:
+    """One sentence for SkyPilot's refusal of a checkpoint bucket that does not exist (it never creates one
+    named as a ``source``: sky/data/storage.py, "Attempted to use a non-existent bucket as a source")."""
+    from sky import exceptions
+
+    if not bucket or not isinstance(error, exceptions.StorageBucketGetError):
+        return None
+    return (
+        f"compute.checkpoint_bucket: SkyPilot found no bucket {bucket} ({_one_line(error, {})}); create it "
+        "or fix the name in gym.toml (a bucket named as a source is never created), then launch again"
+    )
 
 
 def redacted_yaml(plan: CloudPlan, secrets: Mapping[str, str]) -> str:
@@ -65,7 +95,7 @@ def redacted_yaml(plan: CloudPlan, secrets: Mapping[str, str]) -> str:
 
 def to_sky_task(plan: CloudPlan, secrets: Mapping[str, str]) -> sky.Task:
     """Parse and validate the task with SkyPilot's own schema (no server, no credentials)."""
-    import sky
+    sky = _sky()
 
     try:
         # from_yaml_config empties the dict it gets, and records it as the user's YAML: pass a copy that
@@ -115,7 +145,7 @@ def launch_cloud(
     """
     extras = "train,eval,action" if report_to else "train,eval"  # action: PyGithub, for the report-back
     plan = build_plan(
-        config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to
+        config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to, env=env
     )
     secrets, missing = secret_values(plan.secrets, env, require=not dryrun)
     _check_space_plan(config)
@@ -132,7 +162,7 @@ def launch_cloud(
         return result
 
     task = to_sky_task(plan, secrets)
-    import sky
+    sky = _sky()
 
     try:
         if plan.managed:
@@ -153,7 +183,9 @@ def launch_cloud(
             return result
         result.job_id = _job_id(sky.stream_and_get(request_id), plan.managed)
     except Exception as error:
-        raise LaunchError(f"cloud launch failed: {_one_line(error, secrets)}") from None
+        bucket = config.compute.checkpoint_bucket if config.compute is not None else ""
+        missing = _missing_bucket(error, bucket.rstrip("/"))
+        raise LaunchError(missing or f"cloud launch failed: {_one_line(error, secrets)}") from None
     where = "managed job" if plan.managed else f"job on cluster {plan.name}"
     echo(f"{where} id: {result.job_id}")
     target = f" {config_path}" if config_path is not None else ""
@@ -185,7 +217,7 @@ def ended_sentence(job_id: Any, status: str) -> str | None:
 def _run_name(config: GymConfig) -> tuple[str, bool]:
     if config.compute is None:
         raise LaunchError("this gym.toml has no [compute] table, so it has no cloud run to look at")
-    return f"gym-{config.project.name}", config.compute.managed
+    return run_name(config), config.compute.managed
 
 
 def _field(record: Any, key: str) -> Any:
@@ -196,7 +228,7 @@ def _field(record: Any, key: str) -> Any:
 
 def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
     """Print the run's jobs from SkyPilot's queue (managed jobs queue, or the cluster's job queue)."""
-    import sky
+    sky = _sky()
 
     name, managed = _run_name(config)
     try:
@@ -206,6 +238,10 @@ def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
         else:
             records = sky.get(sky.queue(name))
     except Exception as error:
+        if not managed and _is_gone(error):
+            echo(f"no cluster {name} is up: it is torn down once its job has ended (compute.managed = false), "
+                 "and its jobs with it; `gym launch --cloud` starts a new one")  # fmt: skip
+            return []
         raise LaunchError(f"could not read the job queue of {name}: {_one_line(error, {})}") from None
     if not records:
         echo(f"no jobs found for {name}")
@@ -225,7 +261,7 @@ def cloud_status(config: GymConfig, *, echo: Echo = print) -> list[Any]:
 def wait_for_results(config: GymConfig, job_id: int, *, managed: bool = True) -> dict[str, Any] | None:
     """Follow the job's log until it ends; the eval results it printed (``gym launch`` with
     ``GYM_EMIT_RESULTS=1``, set by the train task), or None when it printed none (failed, no eval)."""
-    import sky
+    sky = _sky()
 
     from gym.launch.results import results_from_lines
 
@@ -242,7 +278,7 @@ def wait_for_results(config: GymConfig, job_id: int, *, managed: bool = True) ->
 
 def cloud_logs(config: GymConfig, *, job_id: int | None = None, follow: bool = True) -> int | None:
     """Tail the run's logs (the latest job unless ``job_id``); returns SkyPilot's exit code."""
-    import sky
+    sky = _sky()
 
     name, managed = _run_name(config)
     try:
@@ -289,32 +325,14 @@ def how_job_ended(name: str, job_id: int, *, managed: bool, settle_s: float = 15
         time.sleep(1)
 
 
-def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
-    """Cancel one job: a managed job by id (``sky.jobs.cancel``), or a job on the run's cluster.
+def find_job(name: str, job_id: int, *, managed: bool) -> Any | None:
+    """SkyPilot's record of job ``job_id`` (whatever its name), or None when this server has none.
 
-    Used by the GitHub Action when a newer approved commit replaces a running job, so a pull request
-    never has two paid jobs for one config. Raises :class:`LaunchError` (one sentence) when SkyPilot
-    refuses or cannot be reached; the caller then does not launch the replacement.
-    """
-    import sky
-
-    try:
-        if managed:
-            sky.get(sky.jobs.cancel(job_ids=[int(job_id)]))
-        else:
-            sky.get(sky.cancel(name, job_ids=[int(job_id)]))
-    except Exception as error:
-        kind = "managed job" if managed else f"job on cluster {name}"
-        raise LaunchError(f"could not cancel {kind} {job_id}: {_one_line(error, {})}") from None
-
-
-def job_status(name: str, job_id: int, *, managed: bool) -> tuple[str, bool] | None:
-    """SkyPilot's status of one job (e.g. ``RUNNING``) and whether it has ended; None when not found.
-
-    A managed job is looked up by id in the jobs queue, a cluster job in the cluster's queue. Raises
+    A managed job is looked up by id in the jobs queue (the caller's own jobs, as SkyPilot shows them), a
+    cluster job in the queue of cluster ``name``; a cluster that is torn down has no jobs. Raises
     :class:`LaunchError` (one sentence) when SkyPilot cannot be asked.
     """
-    import sky
+    sky = _sky()
 
     try:
         if managed:
@@ -322,10 +340,57 @@ def job_status(name: str, job_id: int, *, managed: bool) -> tuple[str, bool] | N
         else:
             records = sky.get(sky.queue(name))
     except Exception as error:
+        if not managed and _is_gone(error):
+            return None
         raise LaunchError(f"could not read the state of job {job_id}: {_one_line(error, {})}") from None
-    for record in records or []:
-        if _field(record, "job_id") == int(job_id):
-            status = _field(record, "status")
-            ended = bool(status.is_terminal()) if hasattr(status, "is_terminal") else False
-            return str(getattr(status, "value", status)), ended
-    return None
+    return next((r for r in records or [] if _field(r, "job_id") == int(job_id)), None)
+
+
+def _name_of(record: Any, name: str, managed: bool) -> str:
+    return str(_field(record, "job_name") or "") if managed else name  # a cluster's jobs are the cluster's
+
+
+def cancel_job(name: str, job_id: int, *, managed: bool) -> None:
+    """Cancel job ``job_id`` named ``name``: a managed job by id (``sky.jobs.cancel``), or a job on the
+    run's cluster; never a job of another name (the id may have been reused on another server).
+
+    Used by the GitHub Action when a newer approved commit replaces a running job, so a pull request
+    never has two paid jobs for one config. A job SkyPilot no longer knows (or whose cluster is gone)
+    has nothing to cancel. Raises :class:`LaunchError` (one sentence) when the id belongs to another
+    job, or SkyPilot refuses or cannot be reached; the caller then does not launch the replacement.
+    """
+    sky = _sky()
+
+    record = find_job(name, job_id, managed=managed)
+    if record is None:
+        return
+    other = _name_of(record, name, managed)
+    if other != name:
+        raise LaunchError(
+            f"job {job_id} on this SkyPilot API server is `{other}`, not `{name}`: another run's job, so it "
+            "is not cancelled"
+        )
+    try:
+        if managed:
+            sky.get(sky.jobs.cancel(job_ids=[int(job_id)]))
+        else:
+            sky.get(sky.cancel(name, job_ids=[int(job_id)]))
+    except Exception as error:
+        if not managed and _is_gone(error):
+            return
+        kind = "managed job" if managed else f"job on cluster {name}"
+        raise LaunchError(f"could not cancel {kind} {job_id}: {_one_line(error, {})}") from None
+
+
+def job_status(name: str, job_id: int, *, managed: bool) -> tuple[str, bool] | None:
+    """SkyPilot's status of job ``job_id`` named ``name`` (e.g. ``RUNNING``) and whether it has ended;
+    None when SkyPilot has no such job (none with that id, or its id is another job's now).
+
+    Raises :class:`LaunchError` (one sentence) when SkyPilot cannot be asked.
+    """
+    record = find_job(name, job_id, managed=managed)
+    if record is None or _name_of(record, name, managed) != name:
+        return None
+    status = _field(record, "status")
+    ended = bool(status.is_terminal()) if hasattr(status, "is_terminal") else False
+    return str(getattr(status, "value", status)), ended

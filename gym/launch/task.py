@@ -7,8 +7,11 @@ values are read in :mod:`gym.launch.cloud` and handed to SkyPilot as ``secrets``
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shlex
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +23,13 @@ if TYPE_CHECKING:
     from gym.config import GymConfig
 
 CHECKPOINT_MOUNT = "/checkpoints"
+# SkyPilot's plain MOUNT supports neither appends nor random writes (docs: reference/storage.html, "Storage
+# modes"), and Gym appends to progress.jsonl at every step and replaces its state files with os.replace.
+# MOUNT_CACHED (rclone with --vfs-cache-mode full) writes to local disk first and "supports all write
+# operations", uploading each file once it is closed, in the order files were written.
+CHECKPOINT_MODE = "MOUNT_CACHED"
+# The stores whose SkyPilot class has no mount_cached_command (sky/data/storage.py): IBM COS and native OCI.
+NO_CACHED_MOUNT = ("cos", "oci")
 REPORT_TARGET_ENV = "GYM_REPORT_TO"  # where the job reports back (not secret); see report/job.py
 REPORT_TOKEN_ENV = "GYM_REPORT_TOKEN"  # the token it reports with: a SkyPilot secret only
 
@@ -128,15 +138,86 @@ def choose_workdir(config_path: Path | None, cwd: Path) -> Path:
     return cwd if resolved.is_relative_to(cwd) else resolved.parent
 
 
+def check_dataset_files(config: GymConfig) -> None:
+    """Every local dataset is data, not a Git LFS pointer left by a checkout without LFS."""
+    from gym.launch.workdir_sync import lfs_pointer, lfs_sentence
+
+    for index, dataset in enumerate(config.datasets):
+        if dataset.path is None or Path(dataset.path).expanduser().is_absolute():
+            continue
+        path = config.resolve_path(dataset.path)
+        pointer = lfs_pointer(path) if path.exists() else None
+        if pointer is not None:
+            shown = (
+                dataset.path
+                if pointer == path
+                else f"{dataset.path} ({pointer.relative_to(path).as_posix()})"
+            )
+            raise LaunchError(lfs_sentence(f"datasets.{index}.path", shown))
+
+
 def _check_data_is_synced(config: GymConfig, workdir: Path) -> None:
+    """Each local dataset lies in the workdir and survives SkyPilot's ignore rules (.skyignore/.gitignore)."""
+    from gym.launch.workdir_sync import check_synced, excluded_paths
+
+    rules: tuple[set[str], str] | None = None
     for index, dataset in enumerate(config.datasets):
         if dataset.path is None or Path(dataset.path).expanduser().is_absolute():
             continue  # absolute paths name a place on the remote machine
-        if not config.resolve_path(dataset.path).is_relative_to(workdir):
+        path = config.resolve_path(dataset.path)
+        if not path.is_relative_to(workdir):
             raise LaunchError(
                 f"datasets.{index}.path: {dataset.path} lies outside {workdir}, the folder synced to the "
                 "cloud; move the data under it, or launch from a folder that contains both"
             )
+        rules = rules or excluded_paths(workdir)
+        sentence = check_synced(f"datasets.{index}.path", path, workdir, *rules)
+        if sentence:
+            raise LaunchError(sentence)
+    check_dataset_files(config)
+
+
+def _git(args: Sequence[str], cwd: Path) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def repository_of(folder: Path, env: Mapping[str, str] | None = None) -> str:
+    """``owner/name`` of the repository: $GITHUB_REPOSITORY in the Action, else the origin remote of the
+    checkout (any credentials in its URL dropped); '' outside a repository with a remote."""
+    env = os.environ if env is None else env
+    if env.get("GITHUB_REPOSITORY"):
+        return env["GITHUB_REPOSITORY"].lower()
+    url = re.sub(r"^[a-z+]+://[^@/]*@", "", _git(["remote", "get-url", "origin"], folder))
+    match = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?/*$", url)
+    return (match.group(1) if match else url).lower()
+
+
+def run_name(config: GymConfig, env: Mapping[str, str] | None = None) -> str:
+    """The SkyPilot job (or cluster) name of this config: ``gym-<project>-<8 hex>``, the hex naming the
+    repository and the config's path in it, so configs of other repositories (or other folders) on a shared
+    team API server never share a name, and the Action finds and cancels only its own config's jobs."""
+    base = f"gym-{config.project.name}"
+    source = config.source
+    if source is None:
+        return base
+    top = _git(["rev-parse", "--show-toplevel"], source.parent)
+    relative = source.relative_to(top).as_posix() if top and source.is_relative_to(top) else source.name
+    scope = f"{repository_of(source.parent, env)}:{relative}"
+    return f"{base}-{hashlib.sha256(scope.encode()).hexdigest()[:8]}"
+
+
+def _check_bucket(bucket: str) -> None:
+    scheme = bucket.partition("://")[0]
+    if bucket and scheme in NO_CACHED_MOUNT:
+        raise LaunchError(
+            f"compute.checkpoint_bucket: SkyPilot cannot mount {scheme}:// buckets with a local write cache "
+            "(MOUNT_CACHED), and its plain MOUNT supports neither the appends to progress.jsonl nor the "
+            "file replacements Gym's checkpoints need; use an s3://, gs://, r2:// or Azure bucket"
+        )
 
 
 def remote_flags(config: GymConfig, flags: Sequence[str]) -> list[str]:
@@ -156,6 +237,7 @@ def build_plan(
     cwd: Path | None = None,
     pip_spec: str | None = None,
     report_to: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> CloudPlan:
     """Fill the train template from the config; raises :class:`LaunchError` on what cannot be launched."""
     compute = config.compute
@@ -167,7 +249,8 @@ def build_plan(
     cwd = (cwd or Path.cwd()).resolve()
     workdir = choose_workdir(config_path, cwd)
     _check_data_is_synced(config, workdir)
-    name = f"gym-{config.project.name}"
+    _check_bucket(compute.checkpoint_bucket)
+    name = run_name(config, env)
 
     task = template("train")
     task["name"] = name
@@ -191,7 +274,7 @@ def build_plan(
         envs["GYM_MAX_RUNTIME_S"] = str(max(1, round(compute.max_runtime_hours * 3600)))
     if compute.checkpoint_bucket:
         task["file_mounts"] = {
-            CHECKPOINT_MOUNT: {"source": compute.checkpoint_bucket.rstrip("/"), "mode": "MOUNT"}
+            CHECKPOINT_MOUNT: {"source": compute.checkpoint_bucket.rstrip("/"), "mode": CHECKPOINT_MODE}
         }
 
     notes = []

@@ -146,7 +146,8 @@ HEADERS = {
 # (--secret NAME reads the value from your environment; add WANDB_API_KEY etc. the same way).
 # Several nodes: add --num-nodes N; each node starts torchrun from SkyPilot's SKYPILOT_* variables.
 # Checkpoints that survive preemption: mount a bucket and point the run at it, e.g.
-#   file_mounts: {/checkpoints: {source: s3://my-bucket/gym, mode: MOUNT}}
+#   file_mounts: {/checkpoints: {source: s3://my-bucket/gym, mode: MOUNT_CACHED}}
+# (MOUNT_CACHED, not MOUNT: a plain MOUNT supports neither appends nor random writes, which Gym needs)
 #   --env GYM_FLAGS="--output_dir /checkpoints/my-run"   (train.resume = "auto" picks up from there)
 # The run ends on rank 0 with the push of the model and its Space when gym.toml has [hub] (add
 # --secret GYM_API_KEY and, for a private model, the Space's read token named by space.hf_token_env).

@@ -48,11 +48,15 @@ class NodeImage:
         (found,) = self.wheels.glob("zoo_gym-*.whl")
         return found
 
+    @staticmethod
+    def purelib(folder: Path) -> Path:
+        """The site-packages folder of the venv at ``folder``."""
+        return Path(sysconfig.get_path("purelib", vars={"base": str(folder), "platbase": str(folder)}))
+
     def new_venv(self, folder: Path) -> Path:
         """A fresh venv at ``folder`` that sees the image's dependencies but not Gym; returns it."""
         venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
-        purelib = sysconfig.get_path("purelib", vars={"base": str(folder), "platbase": str(folder)})
-        Path(purelib, "node_image.pth").write_text(f"{self.site}\n")
+        (self.purelib(folder) / "node_image.pth").write_text(f"{self.site}\n")
         python = folder / "bin" / "python"
         for name, body in self.scripts.items():
             script = folder / "bin" / name

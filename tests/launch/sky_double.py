@@ -17,11 +17,31 @@ log and answer SkyPilot's exit codes (``JobExitCode``: 0, 100 failed, 101 not fi
 ``preempt`` (a predicate polled while a managed job runs) plays a spot preemption once: every node's
 processes are killed, and the job is recovered as SkyPilot's controller does it, on *fresh* nodes (new
 HOME, cache, venv and workdir copy; only the buckets carry over), with ``recovery_count`` raised.
+
+As strict as a real server about who sees what, and what exists:
+
+- **Users.** Each job belongs to the user who launched it; ``jobs.queue_v2``, ``queue`` and the cancels
+  see only the caller's jobs unless ``all_users`` (SkyPilot's default view). The caller is the basic-auth
+  user when the server has ``users`` (a team API server deployed with basic auth: every request without
+  valid credentials gets 401, as the Helm chart's ingress answers), else the client's user hash
+  (``SKYPILOT_USER_ID`` in each request body's ``env_vars``, from ~/.sky of the client's machine).
+- **Fresh local servers.** A new ``SkyDouble`` starts empty: it is the local server SkyPilot starts on a
+  fresh runner. Point a client at it as at a local server with :func:`local_server_env` (no endpoint set:
+  ``SKYPILOT_API_SERVER_LOCAL_PORT`` names its port and ``SKYPILOT_DISABLE_LOCAL_API_SERVER=1`` keeps the
+  SDK from ever starting a real one). One long-lived instance with ``users`` is a team server shared by
+  runs.
+- **Buckets.** A launch whose ``file_mounts`` name a bucket that does not exist fails in the request with
+  SkyPilot's ``StorageBucketGetError`` ("Attempted to use a non-existent bucket as a source"): buckets
+  exist only once :meth:`create_bucket` made them.
+- **Clusters.** A cluster launch brings up cluster ``name`` (or reuses it); :meth:`tear_down` takes it
+  down (autostop ``down``); ``queue`` and ``cancel`` on a cluster that is not up fail with
+  ``ClusterDoesNotExist``, and a later launch brings up a new one.
+- ``run_nodes=False``: launched jobs start no nodes and stay RUNNING until cancelled (for the Action's
+  tests, which need a job's identity, not its training).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -29,13 +49,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
+from tests.launch import sky_api
 from tests.launch.node_image import NodeImage, node_image
-from tests.launch.sky_nodes import Attempt, start_attempt
+from tests.launch.sky_nodes import Attempt, bucket_folder, start_attempt
 
 NO_RESOURCE = (
     "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. "
@@ -53,6 +73,7 @@ class Job:
     recovery_count: int = 0
     submitted_at: float = field(default_factory=time.time)
     managed: bool = True
+    user: str = "tester"
     node_dir: Path | None = None  # the head node's workdir of the latest attempt
     env: dict[str, str] = field(default_factory=dict)  # the head node's environment
     attempts: list[Attempt] = field(default_factory=list)
@@ -107,6 +128,8 @@ class SkyDouble:
         master_port: int | None = None,
         image: NodeImage | None = None,
         accelerators: set[str] | None = None,
+        users: dict[str, str] | None = None,
+        run_nodes: bool = True,
     ) -> None:
         import sky.server.requests.requests  # noqa: F401 - imported now, not inside the client's first timeout
 
@@ -116,6 +139,9 @@ class SkyDouble:
         self.master_port = master_port  # this machine is shared: torchrun gets a port known to be free
         self.image = image
         self.accelerators = accelerators  # None: every accelerator is available
+        self.users = users  # basic auth {user: password}; None: no authentication (a local server)
+        self.run_nodes = run_nodes
+        self.clusters: set[str] = set()
         self.preempt: Callable[[Job], bool] | None = None
         self.jobs: dict[int, Job] = {}
         self.calls: list[dict[str, Any]] = []
@@ -123,12 +149,26 @@ class SkyDouble:
         self.lock = threading.Lock()
         double = self
 
-        class Handler(_Handler):
+        class Handler(sky_api.Handler):
             owner = double
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.port = self.server.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def url_for(self, user: str) -> str:
+        """The endpoint with ``user``'s basic-auth credentials in it, as a team's secret holds it."""
+        assert self.users is not None
+        return f"http://{user}:{self.users[user]}@127.0.0.1:{self.port}"
+
+    def create_bucket(self, source: str) -> Path:
+        """Make the bucket of ``source`` (``s3://name/...``) exist; its host folder for ``source``."""
+        return bucket_folder(self.root, source, create=True)
+
+    def tear_down(self, cluster: str) -> None:
+        """The cluster goes away (autostop with ``down``), and its job queue with it."""
+        self.clusters.discard(cluster)
 
     def __enter__(self) -> SkyDouble:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -149,13 +189,16 @@ class SkyDouble:
         status: str = "SUCCEEDED",
         recovery_count: int = 0,
         managed: bool = True,
+        user: str = "tester",
     ) -> Job:
         """A canned job (for status and log tests); ``status`` RUNNING keeps its log open until ``finish``;
         ``managed=False``: a job on the cluster ``name`` (``/cancel`` and ``/logs`` find it there)."""
         with self.lock:
             job = Job(job_id=len(self.jobs) + 1, name=name, lines=list(lines), recovery_count=recovery_count,
-                      managed=managed)  # fmt: skip
+                      managed=managed, user=user)  # fmt: skip
             self.jobs[job.job_id] = job
+            if not managed:
+                self.clusters.add(name)
         job.status = status
         if status in TERMINAL:
             job.done.set()
@@ -165,18 +208,32 @@ class SkyDouble:
         wanted = _accelerator_names(task.get("resources") or {})
         return self.accelerators is None or not wanted or bool(wanted & self.accelerators)
 
-    def launch(self, task: dict[str, Any], name: str, *, managed: bool = True) -> Job:
-        job = self.add_job(name, [], status="PENDING", managed=managed)
+    def launch(self, task: dict[str, Any], name: str, *, managed: bool = True, user: str = "tester") -> Job:
+        job = self.add_job(name, [], status="PENDING", managed=managed, user=user)
         job.task = task
+        if not self.run_nodes:
+            job.status = "RUNNING"
+            return job
         threading.Thread(target=self._execute, args=(job,), daemon=True).start()
         return job
+
+    def missing_bucket(self, task: dict[str, Any]) -> str | None:
+        """The first bucket ``source`` of the task's ``file_mounts`` that does not exist."""
+        for spec in (task.get("file_mounts") or {}).values():
+            source = spec.get("source") if isinstance(spec, dict) else spec
+            if isinstance(source, str) and "://" in source:
+                try:
+                    bucket_folder(self.root, source)
+                except FileNotFoundError:
+                    return source
+        return None
 
     def cancel(self, job: Job) -> None:
         """As the jobs controller does it: a job already ended is skipped, a running one is killed."""
         if job.done.is_set():
             return
         job.cancelling.set()
-        if not job.task:  # a seeded job has no nodes
+        if not job.task or not self.run_nodes:  # a seeded job, or one that started no nodes
             job.finish("CANCELLED")
             return
         job.status = "CANCELLING"
@@ -277,167 +334,20 @@ class SkyDouble:
         from sky.skylet.job_lib import JobStatus
 
         status = JobStatus(CLUSTER_STATUS.get(job.status, job.status))
-        return ClusterJobRecord(job_id=job.job_id, job_name=job.name, username="tester", user_hash="abcd1234",
+        return ClusterJobRecord(job_id=job.job_id, job_name=job.name, username=job.user, user_hash=job.user,
                                 submitted_at=job.submitted_at, resources="1x[CPU:1]", status=status,
                                 log_path="~/sky_logs")  # fmt: skip
 
 
-class _Handler(BaseHTTPRequestHandler):
-    owner: SkyDouble
-    protocol_version = "HTTP/1.1"  # streamed logs go out chunked, as the real (FastAPI) server sends them
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _headers(self, code: int, content_type: str, extra: dict[str, str] | None = None) -> None:
-        import sky
-        from sky.server import constants
-
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header(constants.API_VERSION_HEADER, str(constants.API_VERSION))
-        self.send_header(constants.VERSION_HEADER, sky.__version__)
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-
-    def _reply(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self._headers(code, "text/plain" if isinstance(body, bytes) else "application/json", headers)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _record(self, body: str = "") -> None:
-        url = urlparse(self.path)
-        self.owner.calls.append({"method": self.command, "path": url.path, "query": url.query, "body": body})
-
-    def do_GET(self) -> None:
-        import sky
-        from sky.server import constants
-
-        self._record()
-        url = urlparse(self.path)
-        query = parse_qs(url.query)
-        if url.path == "/api/health":
-            self._reply(200, {"status": "healthy", "api_version": str(constants.API_VERSION),
-                              "version": sky.__version__, "version_on_disk": sky.__version__,
-                              "commit": sky.__commit__, "basic_auth_enabled": False,
-                              "user": {"name": "tester", "id": "tester"}})  # fmt: skip
-        elif url.path == "/upload_v2/blob":
-            self._reply(200, {"exists": True})  # the double syncs the workdir itself, from its path
-        elif url.path == "/api/stream":
-            request_id = query["request_id"][0]
-            self._reply(
-                200, b"launching on the SkyPilot double\n", {constants.STREAM_REQUEST_HEADER: request_id}
-            )
-        elif url.path == "/api/get":
-            self._reply(200, self._result(query["request_id"][0]))
-        else:
-            self._reply(404, {"detail": f"not implemented by the double: {url.path}"})
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length).decode()
-        self._record(raw)
-        path = urlparse(self.path).path
-        body = json.loads(raw) if raw else {}
-        owner = self.owner
-        if path == "/validate":
-            self._reply(200, {})
-        elif path in ("/jobs/launch", "/launch"):
-            self._launch(path == "/jobs/launch", body)
-        elif path == "/jobs/queue/v2":
-            jobs = [owner.managed_record(j) for j in owner.jobs.values()
-                    if (not body.get("name_match") or body["name_match"] in j.name)
-                    and (not body.get("job_ids") or j.job_id in body["job_ids"])]  # fmt: skip
-            value = (jobs, len(jobs), {}, len(owner.jobs))
-            self._accepted(owner.new_request("jobs.queue_v2", value))
-        elif path == "/queue":
-            jobs = [
-                owner.cluster_record(j) for j in owner.jobs.values() if j.name == body.get("cluster_name")
-            ]
-            self._accepted(owner.new_request("queue", jobs))
-        elif path in ("/jobs/cancel", "/cancel"):
-            self._cancel(path == "/jobs/cancel", body)
-        elif path in ("/jobs/logs", "/logs"):
-            self._stream_logs(owner.find(body.get("name") or body.get("cluster_name"), body.get("job_id")),
-                              bool(body.get("follow")), path == "/jobs/logs")  # fmt: skip
-        else:
-            self._reply(404, {"detail": f"not implemented by the double: {path}"})
-
-    def _accepted(self, request_id: str) -> None:
-        self._reply(200, {}, {"X-Skypilot-Request-ID": request_id})
-
-    def _launch(self, managed: bool, body: dict[str, Any]) -> None:
-        import yaml
-
-        owner = self.owner
-        task = list(yaml.safe_load_all(body["task"]))[-1]
-        name = body.get("name") or body.get("cluster_name") or task.get("name") or "sky-job"
-        route = "jobs.launch" if managed else "launch"
-        if not managed and not owner.fits(task):  # a cluster launch fails in the request itself
-            from sky.exceptions import ResourcesUnavailableError
-
-            wanted = sorted(_accelerator_names(task.get("resources") or {}))
-            error = ResourcesUnavailableError(NO_RESOURCE.format(wanted=wanted).split(": ", 1)[1])
-            self._accepted(owner.new_request(route, None, error))
-            return
-        job = owner.launch(task, name, managed=managed)
-        value = ([job.job_id], None) if managed else (job.job_id, None)
-        self._accepted(owner.new_request(route, value))
-
-    def _cancel(self, managed: bool, body: dict[str, Any]) -> None:
-        """Cancel by ids, by name, or all; jobs not found or already ended are skipped, as SkyPilot does."""
-        owner = self.owner
-        ids = body.get("job_ids")
-        for job in list(owner.jobs.values()):
-            if job.managed != managed or (not managed and job.name != body.get("cluster_name")):
-                continue
-            named = managed and body.get("name") is not None and job.name == body["name"]
-            if body.get("all") or body.get("all_users") or (ids and job.job_id in ids) or named:
-                owner.cancel(job)
-        self._accepted(owner.new_request("jobs.cancel" if managed else "cancel", None))
-
-    def _stream_logs(self, job: Job | None, follow: bool, managed: bool) -> None:
-        if job is None:
-            request_id = self.owner.new_request("jobs.logs", self.owner.exit_code(None, managed))
-            self._reply(200, b"No managed job found.\n", {"X-Skypilot-Request-ID": request_id})
-            return
-        request_id = self.owner.new_request("jobs.logs", None)
-        self._headers(
-            200, "text/plain", {"X-Skypilot-Request-ID": request_id, "Transfer-Encoding": "chunked"}
-        )
-        self.end_headers()
-        sent = 0
-        while True:
-            finished = job.done.is_set()
-            while sent < len(job.lines):
-                data = job.lines[sent].encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                sent += 1
-            self.wfile.flush()
-            if finished or not follow:
-                break
-            job.done.wait(0.2)
-        self.wfile.write(b"0\r\n\r\n")
-        self.owner.requests[request_id] = ("jobs.logs", self.owner.exit_code(job, managed), None)
-        self.close_connection = True
-
-    def _result(self, request_id: str) -> dict[str, Any]:
-        from sky.server.requests import payloads
-        from sky.server.requests import requests as requests_lib
-
-        name, value, error = self.owner.requests[request_id]
-        status = requests_lib.RequestStatus.FAILED if error else requests_lib.RequestStatus.SUCCEEDED
-        request = requests_lib.Request(
-            request_id=request_id, name=name, entrypoint=json.dumps, request_body=payloads.RequestBody(),
-            status=status, created_at=time.time(), user_id="tester",
-        )  # fmt: skip
-        if error is not None:
-            request.set_error(error)
-        else:
-            request.set_return_value(value)
-        return request.encode().model_dump()
+def local_server_env(home: Path, double: SkyDouble) -> dict[str, str]:
+    """The environment of a fresh CI runner whose SkyPilot has no API server configured: the SDK takes
+    ``double`` for the local server it would start itself (it listens on the local port), and may never
+    start a real one (``SKYPILOT_DISABLE_LOCAL_API_SERVER``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKYPILOT_", "HF_", "WANDB_", "GITHUB_"))}
+    home.mkdir(parents=True, exist_ok=True)
+    env.update(HOME=str(home), SKYPILOT_DISABLE_USAGE_COLLECTION="1", SKYPILOT_API_SERVER_LOCAL_PORT=str(double.port),
+               SKYPILOT_DISABLE_LOCAL_API_SERVER="1")  # fmt: skip
+    return env
 
 
 def sky_env(home: Path, endpoint: str) -> dict[str, str]:

@@ -10,7 +10,8 @@ sky/server/common.py) sends for a launch: the health check with a compatible ver
 upload-blob probe (the workdir counts as already uploaded), /launch and /jobs/launch with an
 X-Skypilot-Request-ID header, /jobs/cancel and /cancel (sky.jobs.cancel, sky.cancel: a listed job that
 has not ended is CANCELLED from then on, as SkyPilot's controller does it), /jobs/queue/v2 (the managed
-jobs listed as ``{"id": "STATUS"}`` in $SKY_HARNESS_JOBS), /api/stream and /api/get. Request results are encoded with SkyPilot's own
+jobs listed as ``{"id": "STATUS"}`` (named ``gym-recorded``) or ``{"id": ["STATUS", "name"]}`` in
+$SKY_HARNESS_JOBS), /api/stream and /api/get. Request results are encoded with SkyPilot's own
 server-side ``Request.encode`` so the client decodes exactly what a real server would send. Nothing is
 ever contacted but this server.
 """
@@ -135,11 +136,12 @@ def _managed_jobs() -> list:
 
     listed = json.loads(os.environ.get("SKY_HARNESS_JOBS") or "{}")
     records = []
-    for job_id, status in listed.items():
+    for job_id, entry in listed.items():  # "STATUS" (a job named gym-recorded) or ["STATUS", "name"]
+        status, name = (entry, "gym-recorded") if isinstance(entry, str) else entry
         state = ManagedJobStatus(status)
         if int(job_id) in Recorder.cancelled and not state.is_terminal():
             state = ManagedJobStatus.CANCELLED
-        records.append(ManagedJobRecord(job_id=int(job_id), job_name="gym-recorded", status=state))
+        records.append(ManagedJobRecord(job_id=int(job_id), job_name=name, status=state))
     return records
 
 

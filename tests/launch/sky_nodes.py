@@ -6,10 +6,19 @@ wheel), then its ``run``, with the ``SKYPILOT_*`` variables SkyPilot gives each 
 all nodes, one per line, here all 127.0.0.1). Lines of a multi-node job carry SkyPilot's
 ``(head, rank=0, pid=N)`` / ``(worker1, rank=1, pid=N, ip=...)`` prefixes.
 
+The workdir reaches each node as SkyPilot syncs it: without what
+``sky.data.storage_utils.get_excluded_files`` lists (the function SkyPilot's client and rsync use: a
+``.skyignore`` alone when there is one, else git's ignored untracked files).
+
 ``file_mounts`` with a bucket source (``s3://bucket/path``) are mounted from a host folder per bucket
-that outlives the nodes. A process here cannot mount at ``/checkpoints``, so the mount point is
-relocated: the destination path in the task's ``envs``, ``setup`` and ``run`` is rewritten to the host
-folder, and whatever Gym then reads and writes there lands in the bucket.
+that outlives the nodes; the bucket must exist (:meth:`SkyDouble.create_bucket`). A process here cannot
+mount at ``/checkpoints``, so the mount point is relocated: the destination path in the task's ``envs``,
+``setup`` and ``run`` is rewritten to the host folder, and whatever Gym then reads and writes there lands
+in the bucket. A ``mode: MOUNT`` bucket behaves as SkyPilot's FUSE mounts (goofys, rclone without a
+cache) do: "random writes and append operations are not supported" (docs.skypilot.co, reference/
+storage.html, Storage modes). Every node's Python refuses them there with ``EOPNOTSUPP`` through an
+audit hook (PEP 578: the ``open`` event of ``open()``/``os.open``, which a hook may abort). ``MOUNT_CACHED``
+(rclone's VFS cache on local disk) "supports all write operations" and is a plain folder here.
 """
 
 from __future__ import annotations
@@ -101,14 +110,67 @@ def _kill(nodes: list[Node]) -> None:
                 os.killpg(node.process.pid, signal.SIGKILL)
 
 
-def bucket_folder(root: Path, source: str) -> Path:
-    """The host folder holding bucket ``source`` (``s3://name/path`` → ``root/buckets/s3/name/path``)."""
+# Loaded by every node's Python (a .pth line): appends and random writes under a MOUNT bucket fail.
+FUSE_GUARD = """\
+import errno, os, sys
+
+_ROOTS = tuple(p.rstrip("/") + "/" for p in os.environ.get("SKY_DOUBLE_FUSE_MOUNTS", "").split(os.pathsep) if p)
+
+
+def _inside(path):
+    try:
+        path = os.path.abspath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return False
+    return any((path + "/").startswith(root) for root in _ROOTS)
+
+
+def _refuse(event, args):
+    if event != "open" or not _ROOTS or isinstance(args[0], int) or not _inside(args[0]):
+        return
+    path, mode, flags = args
+    appends = ("a" in mode) if isinstance(mode, str) else bool(flags & os.O_APPEND)
+    updates = ("+" in mode) if isinstance(mode, str) else bool(flags & os.O_RDWR)
+    writes_in_place = not isinstance(mode, str) and flags & os.O_WRONLY and not flags & os.O_TRUNC
+    rewrites = bool(writes_in_place) and os.path.exists(path)
+    if appends or updates or rewrites:
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported (MOUNT bucket: no appends, no random writes)",
+                      os.fsdecode(path))
+
+
+sys.addaudithook(_refuse)
+"""
+
+
+def bucket_folder(root: Path, source: str, *, create: bool = False) -> Path:
+    """The host folder holding bucket ``source`` (``s3://name/path`` → ``root/buckets/s3/name/path``).
+
+    Only a bucket that exists (made with ``create=True``) has a folder: a misspelt name is never made."""
     scheme, _, rest = source.partition("://")
     if not rest:
         raise ValueError(f"the SkyPilot double mounts buckets only, not {source!r}")
+    bucket = root / "buckets" / scheme / rest.strip("/").split("/")[0]
+    if create:
+        bucket.mkdir(parents=True, exist_ok=True)
+    elif not bucket.is_dir():
+        raise FileNotFoundError(f"Attempted to use a non-existent bucket as a source: {source}.")
     folder = root / "buckets" / scheme / rest.strip("/")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def synced_copy(workdir: Path, target: Path) -> None:
+    """Copy ``workdir`` to ``target`` leaving out what SkyPilot's sync leaves out."""
+    from sky.data.storage_utils import get_excluded_files
+
+    excluded = {
+        os.path.normpath(os.path.join(workdir, item.rstrip("/"))) for item in get_excluded_files(str(workdir))
+    }
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [name for name in names if os.path.normpath(os.path.join(folder, name)) in excluded]
+
+    shutil.copytree(workdir, target, symlinks=True, ignore=ignore)
 
 
 def relocate(text: str, mounts: dict[str, Path]) -> str:
@@ -129,10 +191,12 @@ def start_attempt(
     extra_env: dict[str, str],
 ) -> Attempt:
     """Fresh nodes for attempt ``attempt`` of the task (nothing of an earlier attempt is carried over)."""
-    mounts = {}
+    mounts, fuse = {}, []
     for destination, spec in (task.get("file_mounts") or {}).items():
         source = spec["source"] if isinstance(spec, dict) else spec
         mounts[destination] = bucket_folder(root, source)
+        if (spec.get("mode") if isinstance(spec, dict) else None) in (None, "MOUNT"):  # SkyPilot's default
+            fuse.append(str(mounts[destination]))
     count = int(task.get("num_nodes") or 1)
     ips = "\n".join(["127.0.0.1"] * count)
     envs = {k: relocate(str(v), mounts) for k, v in (task.get("envs") or {}).items()}
@@ -142,16 +206,19 @@ def start_attempt(
         folder = root / f"node-{job_id}-{attempt}-{rank}"
         workdir = folder / "sky_workdir"
         if task.get("workdir"):
-            shutil.copytree(task["workdir"], workdir, symlinks=True)
+            synced_copy(Path(task["workdir"]), workdir)
         else:
             workdir.mkdir(parents=True)
         home, cache = folder / "home", folder / "cache"
         home.mkdir()
         venv = image.new_venv(folder / "venv")
+        purelib = image.purelib(venv)
+        (purelib / "sky_double_fuse.py").write_text(FUSE_GUARD)
+        (purelib / "sky_double_fuse.pth").write_text("import sky_double_fuse\n")
         env = {k: v for k, v in base_env.items() if k not in ("PYTHONPATH", "PATH", "VIRTUAL_ENV")}
         env.update(image.env(venv))
         env.update(HOME=str(home), GYM_CACHE_DIR=str(cache), XDG_CACHE_HOME=str(home / ".cache"))
-        env.update({**envs, **secrets, **extra_env})
+        env.update({**envs, **secrets, **extra_env, "SKY_DOUBLE_FUSE_MOUNTS": os.pathsep.join(fuse)})
         env.update({
             "SKYPILOT_NUM_NODES": str(count),
             "SKYPILOT_NODE_RANK": str(rank),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gym.launch.task import CHECKPOINT_MOUNT, LaunchError, build_plan, secret_values
+from gym.launch.task import CHECKPOINT_MOUNT, LaunchError, build_plan, run_name, secret_values
 from gym.launch.templates import TRAIN_RUN
 
 from .conftest import BASE
@@ -23,7 +23,8 @@ def test_accelerators_become_any_of_candidates(load) -> None:
         "disk_size": 300,
         "any_of": [{"accelerators": "A100:1"}, {"accelerators": "L4:1"}],
     }
-    assert plan.task["num_nodes"] == 2 and plan.managed and plan.name == "gym-demo"
+    assert plan.task["num_nodes"] == 2 and plan.managed and plan.name == run_name(config)
+    assert plan.name.startswith("gym-demo-") and len(plan.name) == len("gym-demo-") + 8
 
 
 def test_one_accelerator_no_infra_and_cluster_mode(load) -> None:
@@ -49,7 +50,9 @@ def test_one_accelerator_no_infra_and_cluster_mode(load) -> None:
 def test_bucket_is_mounted_and_becomes_the_output_dir(load) -> None:
     config, path = load()
     plan = build_plan(config, path, ["--learning_rate", "1e-4"], cwd=path.parent)
-    assert plan.task["file_mounts"] == {CHECKPOINT_MOUNT: {"source": "s3://my-bucket/gym", "mode": "MOUNT"}}
+    assert plan.task["file_mounts"] == {
+        CHECKPOINT_MOUNT: {"source": "s3://my-bucket/gym", "mode": "MOUNT_CACHED"}
+    }
     envs = plan.task["envs"]
     assert shlex.split(envs["GYM_FLAGS"]) == ["--learning_rate", "1e-4", "--output_dir", "/checkpoints/demo"]
     assert envs["GYM_CONFIG"] == "gym.toml"
