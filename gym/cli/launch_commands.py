@@ -8,6 +8,7 @@ usage), never a traceback.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -45,6 +46,15 @@ def launch(
         return
     from gym.launch.task import LaunchError
 
+    if config.compute is not None and config.compute.provider == "hf-jobs":
+        from gym.launch.hf_jobs.jobs import launch_hf_job
+
+        try:
+            launch_hf_job(config, path or Path("gym.toml"), dryrun=dryrun, flags=flags, echo=_plain(console),
+                          warn=_plain(errors))  # fmt: skip
+        except LaunchError as error:
+            raise fail(str(error)) from None
+        return
     try:
         from gym.launch.cloud import launch_cloud
 
@@ -91,6 +101,14 @@ def status(args: list[str] | None = CONFIG_AND_FLAGS) -> None:
     from gym.launch.task import LaunchError
 
     config, _, _ = load_config_or_exit(args)
+    if config.compute is not None and config.compute.provider == "hf-jobs":
+        from gym.launch.hf_jobs.jobs import hf_status
+
+        try:
+            hf_status(config, echo=_plain(console))
+        except LaunchError as error:
+            raise fail(str(error)) from None
+        return
     try:
         from gym.launch.cloud import cloud_status
 
@@ -103,21 +121,33 @@ def status(args: list[str] | None = CONFIG_AND_FLAGS) -> None:
 
 def logs(
     args: list[str] | None = CONFIG_AND_FLAGS,
-    job_id: int | None = typer.Option(None, "--job-id", help="A job id from `gym status` (default: latest)."),
+    job_id: str | None = typer.Option(None, "--job-id", help="A job id from `gym status` (default: latest)."),
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep streaming until the job ends."),
 ) -> None:
     """Stream the logs of a gym.toml's cloud run (the latest job unless --job-id)."""
     from gym.launch.task import LaunchError
 
     config, _, _ = load_config_or_exit(args)
+    if config.compute is not None and config.compute.provider == "hf-jobs":
+        from gym.launch.hf_jobs.jobs import hf_logs
+
+        try:
+            ended = hf_logs(config, job_id=job_id, follow=follow, echo=_plain(console))
+        except LaunchError as error:
+            raise fail(str(error)) from None
+        if ended and "COMPLETED" not in ended:
+            raise fail(ended)
+        return
+    if job_id is not None and not job_id.isdigit():
+        raise fail(f"--job-id: SkyPilot job ids are numbers, got {job_id!r}")
     try:
         from gym.launch.cloud import cloud_logs
 
-        code = cloud_logs(config, job_id=job_id, follow=follow)
+        code = cloud_logs(config, job_id=int(job_id) if job_id else None, follow=follow)
         if code:  # SkyPilot's exit code: 100 failed, 101 not ended, 102 not found, 103 cancelled
             from gym.launch.cloud import logs_outcome
 
-            raise fail(logs_outcome(config, code, job_id), code)
+            raise fail(logs_outcome(config, code, int(job_id) if job_id else None), code)
     except LaunchError as error:
         raise fail(str(error)) from None
     except ImportError as error:

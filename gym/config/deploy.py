@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from gym.config.base import EnvVarName, Section, fail
 from gym.config.gates import GatesConfig
@@ -78,7 +78,27 @@ class EvalConfig(Section):
 
 
 class ComputeConfig(Section):
-    """Where `gym launch --cloud` runs, through SkyPilot."""
+    """Where `gym launch --cloud` runs: through SkyPilot on any cloud, or on Hugging Face Jobs."""
+
+    provider: Literal["skypilot", "hf-jobs"] = Field(
+        default="skypilot",
+        description="'skypilot': any cloud your credentials reach, spot with recovery, multi-node. 'hf-jobs': "
+        "Hugging Face Jobs, which needs only the Hub token (billed per minute to its account; no spot, one "
+        "machine of up to 8 GPUs); set compute.flavor.",
+    )
+    flavor: str = Field(
+        default="",
+        description="Hugging Face Jobs hardware (provider = 'hf-jobs'), e.g. 'l4x1', 'a10g-large', 'a100-large', "
+        "'h200x8'; `gym launch --cloud --dryrun` shows its hourly price.",
+        examples=["l4x1", "a100-large"],
+    )
+    checkpoint_volume: str = Field(
+        default="",
+        description="provider = 'hf-jobs': a Hub Storage Bucket ('bucket:OWNER/NAME') mounted read-write as the "
+        "run's output folder, so a job stopped by its timeout (or a failure) is resumed by the next launch "
+        "from its last checkpoint. Empty: the outputs live and die with the job.",
+        examples=["bucket:my-org/gym-checkpoints"],
+    )
 
     accelerators: list[Accelerator] = Field(
         default_factory=lambda: ["A100:1"],
@@ -120,6 +140,42 @@ class ComputeConfig(Section):
         "cos://, oci:// or an Azure https://<account>.blob.core.windows.net/<container> URL.",
         examples=["s3://my-bucket/gym"],
     )
+
+    @field_validator("flavor")
+    @classmethod
+    def _check_flavor(cls, value: str) -> str:
+        if value:
+            from gym.config.job_flavors import FLAVORS
+
+            if value not in FLAVORS:
+                from gym.config.suggest import did_you_mean
+
+                raise fail(f"expected a Hugging Face Jobs flavor ({', '.join(FLAVORS)}), got {value!r}"
+                           f"{did_you_mean(value, tuple(FLAVORS))}")  # fmt: skip
+        return value
+
+    @field_validator("checkpoint_volume")
+    @classmethod
+    def _check_volume(cls, value: str) -> str:
+        kind, sep, source = value.partition(":")
+        if value and (kind != "bucket" or not sep or not REPO_ID.match(source)):
+            raise fail(f"expected a Hub Storage Bucket as 'bucket:OWNER/NAME', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_provider(self) -> ComputeConfig:
+        if self.provider == "hf-jobs":
+            if not self.flavor:
+                raise fail("provider = 'hf-jobs' needs compute.flavor (e.g. 'l4x1'): the hardware the job runs on")
+            for key, wrong, why in (("use_spot", self.use_spot, "Hugging Face Jobs has no spot instances"),
+                                    ("num_nodes", self.num_nodes > 1, "a Hugging Face job is one machine"),
+                                    ("checkpoint_bucket", bool(self.checkpoint_bucket),
+                                     "use compute.checkpoint_volume = 'bucket:OWNER/NAME'")):  # fmt: skip
+                if wrong:
+                    raise fail(f"compute.{key} does not apply to provider = 'hf-jobs': {why}")
+        elif self.flavor or self.checkpoint_volume:
+            raise fail("compute.flavor and compute.checkpoint_volume are for provider = 'hf-jobs'")
+        return self
 
     @field_validator("infra")
     @classmethod

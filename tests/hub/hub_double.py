@@ -36,8 +36,8 @@ from tests.hub.hub_history import add_history_routes, no_revision, revision_view
 from tests.hub.hub_lfs import add_lfs_routes, is_lfs
 from tests.hub.hub_plans import space_refusal, whoami_answer
 from tests.hub.hub_spaces import add_space_routes
-from tests.launch.hf_jobs_double import add_job_routes
 from tests.hub.hub_xet import XetStore, add_xet_routes, xet_download_headers
+from tests.launch.hf_jobs_double import add_job_routes
 
 FORBIDDEN_WRITE = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gym.config import load_config
+from tests.api.conftest import cache_root  # noqa: F401 - the builtin model cache, for the jobs that train
 from tests.conftest import REPO
 
 BASE = """\
