@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 # Lowest first: a room may import its own modules and those of rooms before it.
 ORDER = (
-    "config", "data", "model", "train", "eval", "engine", "api", "export", "hub", "launch", "webui",
+    "config", "data", "model", "train", "eval", "engine", "api", "export", "hub", "launch", "gitops", "webui",
     "action", "cli",
 )  # fmt: skip
 ENTRY_POINTS = {"gym.__main__"}  # `python -m gym` starts the command line: above every room

@@ -1,7 +1,7 @@
 """`gym history`: the promotions of a ``[hub]`` repository, read from its Hub commits alone.
 
 Each model push Gym makes is one Hub commit whose title starts with "Upload model with gym" and whose
-description carries ``Gym-*`` trailers (:mod:`gym.gitops.lineage`); each rollback one titled "Roll back with
+description carries ``Gym-*`` trailers (:mod:`gym.hub.lineage`); each rollback one titled "Roll back with
 gym". ``HfApi.list_repo_commits`` gives them all, newest first, in one paged request: no file is downloaded.
 Commits made by anything else (an edit on the website, another tool) are not promotions and are skipped;
 the repository's newest commit is still what it serves, and is marked so.
@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from gym.gitops.hub_errors import how
-from gym.gitops.lineage import PUSH_TITLE, ROLLBACK_TITLE, parse_trailers
-from gym.gitops.source import NOT_GIT
+from gym.hub.git_source import NOT_GIT
+from gym.hub.lineage import PUSH_TITLE, ROLLBACK_TITLE, parse_trailers
 
 
 class HistoryError(RuntimeError):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym.gitops.history import HistoryError, Promotion, read_history
 from gym.gitops.hub_errors import how, status_of
-from gym.gitops.lineage import ROLLBACK_TITLE, render_trailers
+from gym.hub.lineage import ROLLBACK_TITLE, render_trailers
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
@@ -135,7 +135,7 @@ def _restore(api: Any, plan: Rollback, reason: str, config: GymConfig) -> str:
     """One commit that makes main hold the files of ``plan.target`` again; its id."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, snapshot_download
 
-    from gym.gitops.source import read_source
+    from gym.hub.git_source import read_source
 
     source = read_source(config.source)
     with tempfile.TemporaryDirectory(prefix="gym-rollback-") as scratch:

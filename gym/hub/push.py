@@ -411,10 +411,10 @@ def _space_bundle(
 def _push_model(
     api: Any, plan: DeployPlan, files: dict[str, Path], gguf: dict[str, Path], echo: Callable[[str], None]
 ) -> str:
-    """Push ``files`` as one commit whose title names the git commit (gym/gitops/lineage.py); its id."""
+    """Push ``files`` as one commit whose title names the git commit (gym/hub/lineage.py); its id."""
     from huggingface_hub import CommitOperationAdd
 
-    from gym.gitops.lineage import push_stamp
+    from gym.hub.lineage import push_stamp
 
     lineage = push_stamp(plan, files)  # the card and eval_results.json with the run's source
     api.create_repo(plan.model_repo, private=plan.model_private, exist_ok=True)

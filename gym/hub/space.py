@@ -157,7 +157,9 @@ def render_space(
         "sdk_version": gradio,
         "python_version": python,
         "model_repo": settings.listed_repo,
-        "hardware": settings.hardware if settings.hardware != "auto" else "cpu-basic",  # a rendering without a plan
+        "hardware": settings.hardware
+        if settings.hardware != "auto"
+        else "cpu-basic",  # a rendering without a plan
         "tags": "\n".join(f"  - {tag}" for tag in TAGS),
         "space_host": settings.host,
         "api_key_env": settings.api_key_env,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gym.gitops.source import NOT_GIT, Source
+from gym.hub.git_source import NOT_GIT, Source
 
 PUSH_TITLE = "Upload model with gym"
 ROLLBACK_TITLE = "Roll back with gym"
@@ -158,7 +158,7 @@ def champion_source(repo: str, token: str | None) -> Source | None:
 def push_stamp(plan: Any, files: Mapping[str, Path]) -> Stamp:
     """The lineage of `gym deploy`'s model push (``plan``: its :class:`gym.hub.push.DeployPlan`)."""
     from gym.eval.gates import GateReport
-    from gym.gitops.source import read_source
+    from gym.hub.git_source import read_source
 
     config_path = plan.config.source if plan.config is not None else None
     source = read_source(config_path)
