@@ -135,8 +135,8 @@ def test_every_recipe_is_a_task_skypilot_accepts(tmp_path: Path, sky_env: dict[s
         task, compute = tasks[path.stem], tomllib.loads(path.read_text())["compute"]
         offered = [c["accelerators"] for c in task["resources"].get("any_of", [task["resources"]])]
         assert offered == compute["accelerators"], path.stem
-        assert (
-            task["envs"]["GYM_CONFIG"] == path.name and task["name"].startswith(f"gym-{path.stem.replace('.', '-')}")
+        assert task["envs"]["GYM_CONFIG"] == path.name and task["name"].startswith(
+            f"gym-{path.stem.replace('.', '-')}"
         )
 
 
