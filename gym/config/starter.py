@@ -62,7 +62,9 @@ tasks = []                           # e.g. ["mmlu", "cmmlu"] or paths to lm-eva
 # limit = 0                          # 0 = every sample
 # baseline = true                    # also score the base model and report the delta
 
-# [compute]                          # where `gym launch --cloud` runs (SkyPilot)
+# [compute]                          # where `gym launch --cloud` runs
+# provider = "skypilot"              # any cloud, spot with recovery, multi-node; "hf-jobs": only a Hub token,
+#                                    # one machine of up to 8 GPUs, no spot (then flavor = "l4x1"; docs/hf-jobs.md)
 # accelerators = ["A100:1", "L4:1"]
 # use_spot = false
 # checkpoint_bucket = "s3://my-bucket/gym"
