@@ -238,3 +238,61 @@ def test_a_released_gym_is_installed_from_the_index_and_a_dev_build_carries_only
                 ).exists()
     finally:
         server.shutdown()
+
+
+def test_a_402_on_creating_the_space_names_the_space_and_says_retrying_cannot_help(
+    hub: HubDouble, lora_dir: Path, tmp_path: Path, cache_root: Path
+) -> None:
+    """The Hub refuses the Space itself (HTTP 402, as for a plan that changed since the check): one sentence about
+    the Space, not the model repo; nothing of the model was pushed."""
+    config = project(tmp_path, "acme", "t4-small")
+    hub.state.fail["create"] = [402]
+    done = gym(["deploy", str(config), "--model_path", str(lora_dir), "--no-wait"], cache_root, tmp_path,
+               HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)  # fmt: skip
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert "error: the Hub refused acme/tiny-chat on t4-small (HTTP 402: the owner's plan)" in said
+    assert "retrying as it is cannot help" in said and "acme/tiny " not in said.replace("acme/tiny-chat", "")
+    assert hub.state.commits == []
+
+
+PLAN_VIEW = """
+import sys
+from pathlib import Path
+from action.run import plan_view
+from gym.config import load_config
+from gym.launch.task import LaunchError
+path = Path(sys.argv[1])
+try:
+    plan = plan_view(load_config(path), path, [], cloud=False, workspace=path.parent)
+except LaunchError as error:
+    print("refused:", error)
+else:
+    print("notes:", " | ".join(plan.notes))
+"""
+
+
+def test_the_actions_plan_refuses_a_space_the_owner_cannot_have(
+    hub: HubDouble, tmp_path: Path, cache_root: Path
+) -> None:
+    """The pull request's plan says it before a GPU hour is spent (the sentence the comment shows)."""
+
+    def plan(folder: str, hardware: str | None, **env: str) -> str:
+        config = project(tmp_path / folder, "freebie", hardware)
+        done = subprocess.run([sys.executable, "-c", PLAN_VIEW, str(config)], capture_output=True, text=True,
+                              env=server_env(cache_root, HF_HUB_OFFLINE="0", HF_ENDPOINT=hub.url, **env), timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    refused = plan("a", "cpu-basic", HF_TOKEN=FREE_TOKEN)
+    assert refused.startswith(
+        'refused: space.hardware = "cpu-basic" would be refused for freebie/tiny-chat (HTTP 402)'
+    )
+    assert "Space hardware auto → zero-a10g: freebie is a free personal account" in plan(
+        "b", None, HF_TOKEN=FREE_TOKEN
+    )
+    unchecked = plan("c", None)
+    assert (
+        "Space hardware 'auto' is not checked against the owner's plan: $HF_TOKEN is not set for this step"
+        in unchecked
+    )
