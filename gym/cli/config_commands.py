@@ -125,6 +125,12 @@ def _warnings(config: GymConfig) -> list[str]:
 def validate(
     args: list[str] | None = CONFIG_AND_FLAGS,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the file is valid."),
+    online: bool = typer.Option(
+        False,
+        "--online",
+        help="Also ask the Hub (with the token): the Space's hardware against the owner's "
+        "plan, and a Hugging Face Jobs flavor against what the account is offered.",
+    ),
 ) -> None:
     """Check a gym.toml (and any override flags); exit 1 listing every problem with file:line:col."""
     loaded, config, _ = load_config_or_exit(args)
@@ -134,6 +140,8 @@ def validate(
     refusal = text_model_with_images(loaded, model_vision(loaded))
     if refusal is not None:
         raise fail(refusal)
+    if online:
+        _check_online(loaded)
     if quiet:
         return
     subject = f"{config} is valid" if config is not None else "the command-line flags describe a valid run"
@@ -146,6 +154,39 @@ def validate(
     for note in _warnings(loaded):
         shown = escape(shorten_long_values(_unexpanded(loaded, note)))
         errors.print(f"[yellow]warning[/yellow] {shown}", highlight=False, soft_wrap=True)
+
+
+def _check_online(config: Any) -> None:
+    """`gym validate --online`: what only the Hub can say, before anything runs (offline validation stays offline)."""
+    import os
+
+    from gym.hub.plans import PlanError, check_space_plan
+
+    token_env = config.hub.token_env if config.hub else "HF_TOKEN"
+    if not os.environ.get(token_env):
+        raise fail(f"--online needs a Hub token: ${token_env} is not set")
+    try:
+        note = check_space_plan(config)
+    except PlanError as error:
+        raise fail(str(error)) from None
+    if note:
+        console.print(f"Space hardware {note}", markup=False, highlight=False, soft_wrap=True)
+    compute = config.compute
+    if compute is not None and compute.provider == "hf-jobs":
+        from huggingface_hub import HfApi
+
+        from gym.launch.hf_jobs.flavors import hub_flavors
+
+        offered = hub_flavors(HfApi(token=os.environ[token_env]))
+        if offered is None:
+            raise fail(
+                "--online: cannot ask the Hub which Jobs flavors this account is offered; retry when it is reachable"
+            )
+        if compute.flavor not in offered:
+            raise fail(f"compute.flavor = {compute.flavor!r} is not offered to this account by Hugging Face Jobs "
+                       f"(it offers {', '.join(sorted(offered)) or 'nothing'})")  # fmt: skip
+        console.print(f"Jobs flavor {compute.flavor}: offered, ${offered[compute.flavor]:.2f}/h", markup=False,
+                      highlight=False)  # fmt: skip
 
 
 def init(

@@ -296,3 +296,29 @@ def test_the_actions_plan_refuses_a_space_the_owner_cannot_have(
         "Space hardware 'auto' is not checked against the owner's plan: $HF_TOKEN is not set for this step"
         in unchecked
     )
+
+
+def test_validate_online_asks_the_hub_what_offline_validation_cannot(
+    hub: HubDouble, tmp_path: Path, cache_root: Path
+) -> None:
+    """`gym validate` stays offline and passes; `--online` refuses the Space the plan cannot have, and a Jobs
+    flavor the Hub does not offer."""
+    config = project(tmp_path, "freebie", "cpu-basic")
+    env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": FREE_TOKEN}
+    assert gym_command(["validate", str(config)], cache_root, tmp_path, **env).returncode == 0
+    online = gym_command(["validate", "--online", str(config)], cache_root, tmp_path, **env)
+    assert online.returncode == 1 and "would be refused for freebie/tiny-chat (HTTP 402)" in " ".join(
+        online.stderr.split()
+    )
+    jobs = project(tmp_path / "jobs", "freebie", None)
+    jobs.write_text(jobs.read_text() + '\n[compute]\nprovider = "hf-jobs"\nflavor = "l4x1"\n')
+    fine = gym_command(["validate", "--online", str(jobs)], cache_root, tmp_path, **env)
+    assert fine.returncode == 0, fine.stderr
+    assert (
+        "Space hardware auto → zero-a10g" in fine.stdout
+        and "Jobs flavor l4x1: offered, $0.80/h" in fine.stdout
+    )
+    assert (
+        gym_command(["validate", "--online", str(jobs)], cache_root, tmp_path, HF_ENDPOINT=hub.url).returncode
+        == 1
+    )
