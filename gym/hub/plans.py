@@ -144,7 +144,8 @@ def check_space_plan(config: Any) -> str | None:
     """Before any training: the run's Space must be one the owner's plan can have (:class:`PlanError` if not).
 
     Only a run that will push (``[hub]`` with ``push != "none"`` and a ``[space]``) with its token set is
-    checked; returns how the hardware was chosen, or None when there is nothing to check.
+    checked; returns how the hardware was chosen (or why it could not be checked: a Hub that does not answer
+    refuses nothing), or None when there is nothing to check.
     """
     import os
 
@@ -154,5 +155,8 @@ def check_space_plan(config: Any) -> str | None:
     token = os.environ.get(hub.token_env)
     if not token:
         return None
-    hardware, note = resolve_hardware(space.hardware, space.repo_id, token)
+    try:
+        hardware, note = resolve_hardware(space.hardware, space.repo_id, token)
+    except PlanUnknown as error:  # the Hub did not answer: nothing was refused, the deploy asks again
+        return f"{space.hardware!r}: not checked against the owner's plan ({error})"
     return note
