@@ -73,3 +73,12 @@ def client_env(home: Path, endpoint: str, **extra: str) -> dict[str, str]:
 def gym(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gym", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)  # fmt: skip
+
+
+def job_name(gym_toml: Path) -> str:
+    """The SkyPilot job name `gym launch --cloud` gives this config in a shell without $GITHUB_REPOSITORY
+    (``gym-<project>-<hash of repository and config path>``: :func:`gym.launch.task.run_name`)."""
+    from gym.config import load_config
+    from gym.launch.task import run_name
+
+    return run_name(load_config(gym_toml), {})

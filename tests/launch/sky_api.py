@@ -125,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         path = urlparse(self.path).path
         owner = self.owner
-        mine = [job for job in owner.jobs.values() if body.get("all_users") or job.user == user]
+        mine = [job for job in owner.jobs.values() if body.get("all_users") or job.user in (None, user)]
         if path == "/validate":
             self._reply(200, {})
         elif path in ("/jobs/launch", "/launch"):

@@ -55,7 +55,7 @@ from typing import Any
 
 from tests.launch import sky_api
 from tests.launch.node_image import NodeImage, node_image
-from tests.launch.sky_nodes import Attempt, bucket_folder, start_attempt
+from tests.launch.sky_nodes import Attempt, bucket_folder, relocate, start_attempt
 
 NO_RESOURCE = (
     "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. "
@@ -73,7 +73,7 @@ class Job:
     recovery_count: int = 0
     submitted_at: float = field(default_factory=time.time)
     managed: bool = True
-    user: str = "tester"
+    user: str | None = None  # who launched it; None (a seeded job): whoever asks sees it
     node_dir: Path | None = None  # the head node's workdir of the latest attempt
     env: dict[str, str] = field(default_factory=dict)  # the head node's environment
     attempts: list[Attempt] = field(default_factory=list)
@@ -189,7 +189,7 @@ class SkyDouble:
         status: str = "SUCCEEDED",
         recovery_count: int = 0,
         managed: bool = True,
-        user: str = "tester",
+        user: str | None = None,
     ) -> Job:
         """A canned job (for status and log tests); ``status`` RUNNING keeps its log open until ``finish``;
         ``managed=False``: a job on the cluster ``name`` (``/cancel`` and ``/logs`` find it there)."""
@@ -208,7 +208,9 @@ class SkyDouble:
         wanted = _accelerator_names(task.get("resources") or {})
         return self.accelerators is None or not wanted or bool(wanted & self.accelerators)
 
-    def launch(self, task: dict[str, Any], name: str, *, managed: bool = True, user: str = "tester") -> Job:
+    def launch(
+        self, task: dict[str, Any], name: str, *, managed: bool = True, user: str | None = None
+    ) -> Job:
         job = self.add_job(name, [], status="PENDING", managed=managed, user=user)
         job.task = task
         if not self.run_nodes:
@@ -270,7 +272,7 @@ class SkyDouble:
         job.node_dir, job.env = attempt.nodes[0].workdir, attempt.nodes[0].env
         if job.cancelling.is_set():
             return "CANCELLED"
-        job.returncodes = attempt.execute(task.get("setup") or "true", job.lines)
+        job.returncodes = attempt.execute(relocate(task.get("setup") or "true", attempt.mounts), job.lines)
         if job.cancelling.is_set():
             return "CANCELLED"
         if any(job.returncodes):
@@ -286,7 +288,9 @@ class SkyDouble:
         if self.preempt is not None and job.managed and job.recovery_count == 0:
             preempt = self.preempt
             watch = lambda: preempt(job)  # noqa: E731
-        job.returncodes = attempt.execute(task.get("run") or "true", job.lines, watch)
+        job.returncodes = attempt.execute(
+            relocate(task.get("run") or "true", attempt.mounts), job.lines, watch
+        )
         if job.cancelling.is_set():
             return "CANCELLED"
         if attempt.killed.is_set():
@@ -334,7 +338,7 @@ class SkyDouble:
         from sky.skylet.job_lib import JobStatus
 
         status = JobStatus(CLUSTER_STATUS.get(job.status, job.status))
-        return ClusterJobRecord(job_id=job.job_id, job_name=job.name, username=job.user, user_hash=job.user,
+        return ClusterJobRecord(job_id=job.job_id, job_name=job.name, username=job.user or "tester", user_hash=job.user or "tester",
                                 submitted_at=job.submitted_at, resources="1x[CPU:1]", status=status,
                                 log_path="~/sky_logs")  # fmt: skip
 

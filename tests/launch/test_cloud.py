@@ -16,6 +16,7 @@ import yaml
 
 from tests.conftest import REPO
 
+from .cloud_run import job_name
 from .conftest import COMPUTE
 
 HARNESS = Path(__file__).with_name("sky_harness.py")
@@ -66,7 +67,7 @@ def test_managed_launch_sends_the_expected_task(project, sky_env, tmp_path: Path
         assert expected in paths
     assert ("POST", "/launch") not in paths
     launch = next(c for c in record["calls"] if c["path"] == "/jobs/launch")
-    assert json.loads(launch["body"])["name"] == "gym-demo"
+    assert json.loads(launch["body"])["name"] == job_name(path)
     task = _task_of(launch)
     assert task["num_nodes"] == 2
     candidates = task["resources"]["any_of"]
@@ -74,7 +75,7 @@ def test_managed_launch_sends_the_expected_task(project, sky_env, tmp_path: Path
     assert all(c["infra"] == "aws" and c["use_spot"] and c["disk_size"] == 300 for c in candidates)
     assert task["file_mounts"]["/checkpoints"] == {
         "source": "s3://my-bucket/gym",
-        "mode": "MOUNT",
+        "mode": "MOUNT_CACHED",  # a plain MOUNT can neither append nor write at random
         "persistent": True,
     }
     assert task["envs"]["GYM_FLAGS"] == "--learning_rate 1e-4 --output_dir /checkpoints/demo"
@@ -93,12 +94,12 @@ def test_cluster_launch_tears_down_when_done(project, sky_env, tmp_path: Path) -
     assert done.returncode == 0, done.stderr + done.stdout
     launch = next(c for c in record["calls"] if c["path"] == "/launch")
     body = json.loads(launch["body"])
-    assert body["cluster_name"] == "gym-demo"
+    assert body["cluster_name"] == job_name(path)
     resources = _task_of(launch)["resources"]
     assert resources["accelerators"] == {"L4": 1}
     assert resources["autostop"]["down"] is True and resources["autostop"]["idle_minutes"] == 5
     _only_in_secrets(record["calls"], TOKEN, "HF_TOKEN")
-    assert "job on cluster gym-demo id: 7" in done.stdout
+    assert f"job on cluster {job_name(path)} id: 7" in done.stdout
 
 
 def test_dryrun_validates_and_redacts_without_a_server(project, sky_env, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .cloud_run import TRAIN, client_env, gym, write_project
+from .cloud_run import TRAIN, client_env, gym, job_name, write_project
 from .node_image import NodeImage, node_image
 from .sky_double import SkyDouble
 
@@ -44,17 +44,16 @@ def test_cancel_kills_the_running_job_and_status_and_logs_say_so(tmp_path: Path)
         while not any("training" in line for line in job.lines) and time.time() < deadline:
             time.sleep(0.2)
         running = gym(["status", "gym.toml"], project, env)
-        twice = "from gym.launch.cloud import cancel_job\nfor _ in range(2): cancel_job('gym-demo', 1, managed=True)"
+        name = job_name(project / "gym.toml")
+        twice = f"from gym.launch.cloud import cancel_job\nfor _ in range(2): cancel_job({name!r}, 1, managed=True)"
         cancel = subprocess.run([sys.executable, "-c", twice], cwd=project, env=env, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         status = gym(["status", "gym.toml"], project, env)
         logs = gym(["logs", "gym.toml"], project, env)
-    assert _rows(running) == [["1", "gym-demo", "RUNNING", "recoveries:", "0"]], (
-        running.stdout + running.stderr
-    )
+    assert _rows(running) == [["1", name, "RUNNING", "recoveries:", "0"]], running.stdout + running.stderr
     assert cancel.returncode == 0, cancel.stderr  # the second time the job has ended: skipped
     assert job.status == "CANCELLED" and job.attempts[0].nodes[0].process.poll() is not None
-    assert _rows(status)[0] == ["1", "gym-demo", "CANCELLED", "recoveries:", "0"]
+    assert _rows(status)[0] == ["1", name, "CANCELLED", "recoveries:", "0"]
     assert status.stdout.splitlines()[1] == "  job 1 ended CANCELLED: it was cancelled"
     assert logs.returncode == 103 and "training" in logs.stdout
     assert "job 1 ended CANCELLED: it was cancelled" in logs.stderr and "Traceback" not in logs.stderr
@@ -116,6 +115,6 @@ def test_a_node_that_cannot_install_gym_fails_setup_and_the_action_says_so(tmp_p
     assert job.status == "FAILED_SETUP", "".join(job.lines)[-3000:]
     assert action.returncode == 0, action.stderr
     setup_failed = "job 1 ended FAILED_SETUP: its setup failed: installing Gym on the node did not work"
-    assert f"detail: SkyPilot managed job `gym-demo`: {setup_failed}" in action.stdout
+    assert f"detail: SkyPilot managed job `{job_name(project / 'gym.toml')}`: {setup_failed}" in action.stdout
     assert "No matching distribution found for zoo-gym" in logs.stdout
     assert logs.returncode == 100 and setup_failed in logs.stderr
