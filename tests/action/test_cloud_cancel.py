@@ -272,3 +272,34 @@ def test_cluster_mode_rerun_after_the_cluster_was_torn_down_relaunches(github, w
         in body
     )
     assert _state(github).job_id == str(job2.job_id)
+
+
+# -- the plan a pull request gets: data the cloud machine would not receive is refused there -----------------
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 4096\n"
+
+
+def test_the_plan_refuses_an_lfs_pointer_and_a_gitignored_data_folder(github, workspace, run_action) -> None:
+    from tests.action.conftest import RecordingLauncher
+
+    github.pulls[7] = {"head_repo": "acme/models"}
+    github.files[7] = [("gym.toml", "modified")]
+    data = workspace / "data" / "train.jsonl"
+    text = data.read_text()
+    data.write_text(LFS_POINTER)  # actions/checkout without `lfs: true`
+    pointer = run_action("pr_same_repo.json", "pull_request", RecordingLauncher())
+    lfs_body = github.comments[7][0]["body"]
+    data.write_text(text)
+    subprocess.run(["git", "-C", str(workspace), "init", "-q"], check=True, timeout=60)
+    (workspace / ".gitignore").write_text("data/\n")  # e.g. a step that downloads the data it ignores
+    ignored = run_action("pr_same_repo.json", "pull_request", RecordingLauncher())
+    ignored_body = github.comments[7][0]["body"]
+    lfs = (
+        "datasets.0.path: data/train.jsonl is a Git LFS pointer file, not the data (the checkout did not fetch "
+        "LFS files); in the workflow set `lfs: true` on the actions/checkout step, or run `git lfs pull` here"
+    )
+    assert pointer.rc == 1 and lfs in lfs_body and f"::error file=gym.toml::{lfs}" in pointer.stdout
+    assert (
+        ignored.rc == 1
+        and "datasets.0.path: data/train.jsonl is excluded by .gitignore (data/)" in ignored_body
+    )
+    assert NO_TEAM_SERVER not in lfs_body  # no plan was made: the sentence is the whole story

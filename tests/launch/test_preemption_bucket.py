@@ -143,7 +143,7 @@ def test_preempted_job_resumes_from_the_bucket_on_fresh_nodes_and_pushes_once(tm
     assert train["resumed_from"] == str(run / "checkpoints" / f"checkpoint-{step}")
     assert train["steps"] == 6
     # progress.jsonl was appended to in the bucket by both attempts: the second one began where the first saved.
-    events = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (run / "checkpoints" / "progress.jsonl").read_text().splitlines()]
     begins = [event["step"] for event in events if event["event"] == "begin"]
     assert begins == [0, step] and max(e["step"] for e in events if e["event"] == "step") == 6
     assert commits.count(f"model:{REPO_ID}") == 1
