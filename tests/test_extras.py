@@ -45,6 +45,7 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/api": ("train", "serve"),
     "gym/hub": ("train",),
     "gym/launch": ("cloud",),
+    "gym/gitops": ("cloud",),  # history, rollback and pins read the Hub (huggingface_hub, in cloud)
     "gym/webui": ("train", "eval", "serve", "webui"),
     "gym/export": ("train", "gguf"),
     "action": ("action",),
@@ -52,6 +53,8 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
 # Files whose lazy imports belong to one command: the CLI dispatches to every extra.
 FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/model_commands.py": ("train",),
+    "gym/cli/config_commands.py": ("cloud",),  # `gym validate --online` asks the Hub (plain validate stays bare)
+    "gym/train/speed.py": ("train", "kernels"),  # the Liger and Cut Cross-Entropy switches
     "gym/cli/serve_commands.py": ("train", "serve"),
     "gym/export/quantize.py": ("train", "quantize"),  # `gym export --quantize`
     "gym/launch/report/job.py": ("cloud", "action"),  # the job's report-back: PyGithub
@@ -173,7 +176,7 @@ def _linked_site(extras: tuple[str, ...], folder: Path) -> Path:
 DYNAMIC = {
     "base": ((), ["gym.config", "gym.cli"]),
     "train": (("train",), ["gym.data", "gym.model", "gym.train"]),
-    "cloud": (("cloud",), ["gym.launch"]),
+    "cloud": (("cloud",), ["gym.launch", "gym.gitops"]),
     "serve": (("train", "serve", "space"), ["gym.api", "gym.hub"]),  # space: the ZeroGPU app imports spaces
     "eval": (("train", "eval"), ["gym.eval"]),
     "webui": (("train", "eval", "serve", "webui"), ["gym.webui"]),

@@ -195,7 +195,7 @@ def _export_gguf(path: Path, quant: str, output: Path | None, overwrite: bool) -
         target = export_gguf(path, quant, output, echo, overwrite)
     except (ExportError, OSError) as error:
         raise _fail(f"error: {error}") from None
-    console.print(f"[green]✓[/green] GGUF {quant} model in {target}", highlight=False)
+    console.print(f"[green]✓[/green] GGUF {quant} model in {target}", highlight=False, soft_wrap=True)
 
 
 def _export_quantized(
@@ -227,7 +227,7 @@ def _export_quantized(
         raise _fail(f"error: {error}") from None
     except (ValueError, OSError, QuantizeError, DataError, ModelError) as error:
         raise _fail(f"error: {error}") from None
-    console.print(f"[green]✓[/green] {method.upper()} 4-bit model in {target} (reloaded and checked)")
+    console.print(f"[green]✓[/green] {method.upper()} 4-bit model in {target} (reloaded and checked)", soft_wrap=True)
 
 
 def deploy(

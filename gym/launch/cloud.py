@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym import __version__
 from gym.launch import sky_server
+from gym.launch.node_extras import node_extras
 from gym.launch.task import CloudPlan, LaunchError, build_plan, run_name, secret_values
 from gym.launch.templates import dump_yaml
 
@@ -143,7 +144,7 @@ def launch_cloud(
     receives them too. ``report_to`` (a :class:`gym.launch.report.job.ReportTarget` as JSON) makes the job
     report back to its pull request itself, with ``$GYM_REPORT_TOKEN`` passed as a secret. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
     """
-    extras = "train,eval,action" if report_to else "train,eval"  # action: PyGithub, for the report-back
+    extras = ",".join(node_extras(config, report_back=bool(report_to)))  # action: PyGithub, for the report-back
     plan = build_plan(
         config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to, env=env
     )

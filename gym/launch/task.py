@@ -264,6 +264,7 @@ def build_plan(
     envs["GYM_FLAGS"] = shlex.join(remote_flags(config, flags))
     if pip_spec:
         envs["GYM_PIP_SPEC"] = pip_spec
+        envs["GYM_EXTRAS"] = pip_spec.partition("[")[2].partition("]")[0]  # a Gym checkout installs the same
     specs = secret_specs(config)
     if report_to:  # the job reports back to its PR itself (report/job.py): where, and the token as a secret
         envs[REPORT_TARGET_ENV] = report_to

@@ -27,7 +27,7 @@ PIP_SPEC = f"zoo-gym[train,eval]=={__version__}"
 SETUP = """\
 set -euo pipefail
 if grep -qs '^name = "zoo-gym"' pyproject.toml; then
-  python -m pip install -q -e ".[train,eval]"
+  python -m pip install -q -e ".[${GYM_EXTRAS:-train,eval}]"
 else
   python -m pip install -q "${GYM_PIP_SPEC:-zoo-gym[train,eval]}"
 fi
@@ -95,6 +95,7 @@ TRAIN: dict[str, Any] = {
         "GYM_CONFIG": "gym.toml",
         "GYM_FLAGS": "",
         "GYM_PIP_SPEC": PIP_SPEC,
+        "GYM_EXTRAS": "train,eval",
         "GYM_MASTER_PORT": DEFAULT_MASTER_PORT,
         "GYM_EMIT_RESULTS": "1",
     },
@@ -106,7 +107,7 @@ EVAL: dict[str, Any] = {
     "name": "gym-eval",
     "workdir": ".",
     "resources": {"accelerators": "A100:1", "disk_size": 256},
-    "envs": {"GYM_CONFIG": "gym.toml", "GYM_FLAGS": "", "GYM_PIP_SPEC": PIP_SPEC},
+    "envs": {"GYM_CONFIG": "gym.toml", "GYM_FLAGS": "", "GYM_PIP_SPEC": PIP_SPEC, "GYM_EXTRAS": "train,eval"},
     "setup": SETUP,
     "run": EVAL_RUN,
 }

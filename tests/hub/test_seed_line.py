@@ -20,14 +20,14 @@ import pytest
 from tests.api.conftest import free_port
 from tests.hub.hub_double import FREE, HubDouble
 from tests.hub.test_deploy import gym
-from tests.hub.test_space_runtime_flow import served_answer
+from tests.hub.test_space_runtime_flow import served_answer, zerogpu_space_venv  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow
 TOKEN = "hf_FreeAccountSeedLineToken0042"
 
 
 def test_the_seed_line_verbatim_leaves_a_working_space_without_a_token(
-    lora_dir: Path, cache_root: Path, tmp_path: Path
+    lora_dir: Path, cache_root: Path, tmp_path: Path, zerogpu_space_venv: Path  # noqa: F811
 ) -> None:
     from gym.hub.space_runtime import QUESTION
 

@@ -42,8 +42,20 @@ def write_project(folder: Path, hardware: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def zerogpu_space_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The venv a ZeroGPU Space of this checkout builds (its requirements.txt as `gym deploy` renders it),
+    built before any deploy starts: on a clean machine pip's install takes minutes, which belong to this
+    fixture, not to the bounded `gym deploy` subprocess (the Hub double reuses the venv by requirements)."""
+    from gym.hub.space import SpaceSettings, render_space
+    from tests.space_runtime import space_python
+
+    folder = render_space(tmp_path_factory.mktemp("zerogpu-space"), SpaceSettings("a/m", "a/m-chat", "zero-a10g"))
+    return space_python(folder)
+
+
 @pytest.fixture
-def running_hub(cache_root: Path) -> Iterator[HubDouble]:
+def running_hub(cache_root: Path, zerogpu_space_venv: Path) -> Iterator[HubDouble]:
     """A Hub double that runs the Spaces pushed to it (each Space shares the suite's builtin:tiny cache)."""
     with HubDouble(TOKEN, free_port()) as hub:
         hub.state.run_spaces = True

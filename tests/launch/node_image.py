@@ -33,7 +33,7 @@ OWN_ENTRIES = ("zoo_gym-", "__editable__", "__pycache__")
 OWN_PACKAGES = {"gym", "action"}
 # Folders of the checkout a wheel is not built from (tests, tooling, caches, other venvs).
 NOT_SOURCES = (".git", ".venv*", "tests", "bench", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
-               "outputs", ".bench", "docs", "examples", ".ruff_cache", ".pytest_cache", ".hypothesis")  # fmt: skip
+               "outputs", ".bench", "docs", ".ruff_cache", ".pytest_cache", ".hypothesis")  # fmt: skip
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 

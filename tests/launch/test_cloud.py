@@ -144,3 +144,24 @@ def test_sky_tasks_validate_with_skypilot(sky_env) -> None:
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["train", "gym-train", "eval", "gym-eval", "serve", "gym-serve"]
+
+
+def test_the_node_installs_the_extras_the_config_needs(project, sky_env, tmp_path: Path) -> None:
+    """QLoRA needs bitsandbytes, DeepSpeed its package, the Liger switch its kernels: none of them is in
+    ``zoo-gym[train,eval]``, so a node installing only that would fail on import after the GPUs were paid."""
+    from gym import __version__
+
+    plain = project('\n[compute]\naccelerators = ["L4:1"]\n')
+    done, _ = _run(["launch", "--cloud", "--dryrun"], plain.parent, sky_env, tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    envs = yaml.safe_load(done.stdout)["envs"]
+    assert (envs["GYM_PIP_SPEC"], envs["GYM_EXTRAS"]) == (f"zoo-gym[train,eval]=={__version__}", "train,eval")
+    needy = project(
+        '\n[train]\nadapter = "qlora"\nliger_kernel = true\n[train.distributed]\nstrategy = "ddp"\n'
+        '\n[compute]\naccelerators = ["L4:2"]\n'
+    )
+    done, record = _run(["launch", "--cloud", "--dryrun"], needy.parent, sky_env, tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    envs = yaml.safe_load(done.stdout)["envs"]
+    assert envs["GYM_PIP_SPEC"] == f"zoo-gym[train,eval,qlora,kernels]=={__version__}"
+    assert envs["GYM_EXTRAS"] == "train,eval,qlora,kernels" and record["calls"] == []

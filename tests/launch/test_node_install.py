@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -80,17 +81,26 @@ def _runtime_data_files() -> dict[str, Path]:
         for path in (REPO / package).rglob("*"):
             if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts:
                 wanted[path.relative_to(REPO).as_posix()] = path
-    opened = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]\s*/\s*\"([^\"]+)\"")
+    # `Path(__file__).parents[N] / "a" / "b"`: the folder a/b of the checkout, which pyproject's
+    # [tool.setuptools.data-files] places under <prefix>/<destination>/ in a wheel
+    opened = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]((?:\s*/\s*\"[^\"]+\")+)")
+    shipped = {
+        REPO / source: destination
+        for destination, patterns in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "data-files"
+        ].items()
+        for pattern in patterns
+        for source in (path.relative_to(REPO) for path in REPO.glob(pattern))
+    }
     for source in (REPO / "gym").rglob("*.py"):
-        for depth, name in opened.findall(source.read_text(encoding="utf-8")):
+        for depth, chain in opened.findall(source.read_text(encoding="utf-8")):
             if source.parents[int(depth)] != REPO:
                 continue
-            for path in (REPO / name).rglob("*"):
+            folder = REPO.joinpath(*re.findall(r'"([^"]+)"', chain))
+            for path in folder.rglob("*"):
                 if path.is_file() and "__pycache__" not in path.parts:
-                    inside = (
-                        f"zoo_gym-{__version__}.data/data/share/zoo-gym/{path.relative_to(REPO).as_posix()}"
-                    )
-                    wanted[inside] = path
+                    destination = shipped.get(path, f"(no data-files entry ships {path.relative_to(REPO)})")
+                    wanted[f"zoo_gym-{__version__}.data/data/{destination}/{path.name}"] = path
     return wanted
 
 

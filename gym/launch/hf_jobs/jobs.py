@@ -57,9 +57,11 @@ class JobSpec:
 
 def _run_command(config: GymConfig, flags: Sequence[str], wheel: str | None) -> list[str]:
     from gym import __version__
+    from gym.launch.node_extras import node_extras
     from gym.launch.task import remote_flags
 
-    package = f"{INPUTS}/{wheel}[train,eval]" if wheel else f"zoo-gym[train,eval]=={__version__}"
+    extras = ",".join(node_extras(config))
+    package = f"{INPUTS}/{wheel}[{extras}]" if wheel else f"zoo-gym[{extras}]=={__version__}"
     volume = config.compute is not None and config.compute.checkpoint_volume
     output = ["--output_dir", f"{CHECKPOINTS}/{config.project.name}"] if volume else []
     gym = ["gym", "launch", "gym.toml", *remote_flags(config, flags), *output]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 WHEEL_DIR = ".gym-wheel"  # where a dev build's wheel sits in the staged folder
 # What a wheel is not built from: the repository's history, venvs, tests, docs, caches, run outputs.
 NOT_SOURCES = (".git", ".venv*", "tests", "bench", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", "outputs",
-               ".bench", "docs", "examples", ".ruff_cache", ".pytest_cache", ".hypothesis")  # fmt: skip
+               ".bench", "docs", ".ruff_cache", ".pytest_cache", ".hypothesis")  # fmt: skip
 
 
 @dataclass(frozen=True)
