@@ -85,6 +85,7 @@ def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait:
         job_id=launch.job_id or "this runner",
         name=plan.name if plan is not None else "",
         managed=bool(plan.managed) if plan is not None else False,
+        provider=plan.provider if plan is not None and plan.target == "cloud" else "skypilot",
         approval=approval.event_id if approval is not None else 0,
         approved_by=approval.actor if approval is not None else "",
         state=state,
@@ -94,7 +95,8 @@ def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait:
 
 
 def refresh(jobs: JobControl, previous: RunState) -> str:
-    """Ask SkyPilot for the previous job's state now (only in a launch-approved run); one line."""
+    """Ask the provider (SkyPilot, Hugging Face Jobs) for the previous job's state now (only in a
+    launch-approved run); one line."""
     try:
         found = jobs.status(previous)
     except LaunchError as error:
@@ -103,8 +105,8 @@ def refresh(jobs: JobControl, previous: RunState) -> str:
         previous.state, previous.ended = "not found", True
         gone = "" if previous.managed else " (its cluster is torn down)"
         return (
-            f"SkyPilot has no job {previous.job_id} named `{previous.name}` (commit {previous.sha[:12]}) any "
+            f"{previous.provider_name} has no job {previous.job_id} named `{previous.name}` (commit {previous.sha[:12]}) any "
             f"more{gone}: nothing to cancel"
         )
     previous.state, previous.ended = found
-    return f"SkyPilot reports job {previous.job_id} (commit {previous.sha[:12]}) as {previous.state}"
+    return f"{previous.provider_name} reports job {previous.job_id} (commit {previous.sha[:12]}) as {previous.state}"

@@ -53,10 +53,16 @@ def _results(config: GymConfig) -> dict | None:
 
 
 def launch_on_cloud(request: LaunchRequest) -> LaunchOutcome:
-    """Submit to SkyPilot; with ``wait``, follow the job's log to its end and read its eval results.
+    """Submit to SkyPilot (or Hugging Face Jobs: :mod:`action.hf_jobs`); with ``wait``, follow the job's
+    log to its end and read its eval results.
 
     The results travel back as one marked line of the job's log (see :mod:`gym.launch.results`).
     """
+    compute = getattr(request.config, "compute", None)
+    if compute is not None and compute.provider == "hf-jobs":
+        from action.hf_jobs import launch
+
+        return launch(request)
     from gym.launch.cloud import how_job_ended, launch_cloud, wait_for_results
 
     target = None if request.wait else _report_target(request)
@@ -197,3 +203,24 @@ class SkyPilotJobs:
 
         if not sky_server.is_team_server():
             raise LaunchError(sky_server.untracked_sentence(state.job_id, state.name, state.sha))
+
+
+class ProviderJobs:
+    """:class:`JobControl` for the provider that ran the recorded job (``RunState.provider``)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+        self._sky = SkyPilotJobs()
+
+    def _for(self, state: RunState) -> JobControl:
+        if state.provider == "hf-jobs":
+            from action.hf_jobs import HfJobs
+
+            return HfJobs(self._env)
+        return self._sky
+
+    def status(self, state: RunState) -> tuple[str, bool] | None:
+        return self._for(state).status(state)
+
+    def cancel(self, state: RunState) -> None:
+        self._for(state).cancel(state)

@@ -21,7 +21,7 @@ from action.approval import ConfigStep, launched_state, refresh, step_for_config
 from action.changes import ChangedFile, configs_in_workspace, select_configs
 from action.context import ActionError, Context, is_secret_name, public_env
 from action.ghapi import missing_permission
-from action.launchers import JobControl, Launcher, SkyPilotJobs, default_launcher
+from action.launchers import JobControl, Launcher, ProviderJobs, default_launcher
 from action.outputs import Redactor, annotation, write_outputs, write_summary
 from action.policy import COMMENT_EVENTS, Decision, decide
 from action.run import process_config
@@ -189,10 +189,16 @@ def _impostor_line(sticky: Sticky, own: str) -> str:
 
 
 def _gate_status(context: Context, api: GitHubAPI, redactor: Redactor, outcome: ConfigOutcome) -> None:
-    """A run with promotion gates sets the commit status ``gym / <config>``: success only when every gate holds."""
+    """A run with promotion gates sets the commit status ``gym / <config>``: success only when every gate holds.
+
+    A job the action followed to its end that brought no results back (failed, cancelled, stopped by its
+    TIMEOUT) sets ``error`` with how it ended, so a required check never waits on a run that is over."""
     from gym.launch.report.job import STATUS_CONTEXT, gate_status
 
-    status = gate_status(outcome.launch.results if outcome.launch is not None else None)
+    launch = outcome.launch
+    status = gate_status(launch.results if launch is not None else None)
+    if status is None and launch is not None and launch.job_id and not launch.results and context.inputs.wait:
+        status = ("error", launch.detail[:140])  # GitHub keeps 140 characters of a description
     sha = _head_sha(context)
     if status is None or not sha:
         return
@@ -267,7 +273,7 @@ def run(env: Mapping[str, str], launcher: Launcher, redactor: Redactor, jobs: Jo
             previous.state, previous.ended = "cancelled", True
             step.lines.append(
                 f"cancelled the previous job {previous.job_id} (commit {previous.sha[:12]}) through "
-                "SkyPilot before launching: one job per pull request and config"
+                f"{previous.provider_name} before launching: one job per pull request and config"
             )
 
         def submitted(outcome: ConfigOutcome, launch: LaunchOutcome, step: ConfigStep = step,
@@ -330,15 +336,12 @@ def main(
     jobs: JobControl | None = None,
 ) -> int:
     """Run the action; ``env`` defaults to ``os.environ``, ``launcher`` to SkyPilot / the local runner,
-    ``jobs`` (asking about and cancelling the job a newer approved commit replaces) to SkyPilot."""
+    ``jobs`` (asking about and cancelling the job a newer approved commit replaces) to the provider that
+    ran it (SkyPilot, or Hugging Face Jobs with the hf-token input)."""
     redactor = Redactor()
+    env = os.environ if env is None else env
     try:
-        return run(
-            os.environ if env is None else env,
-            launcher or default_launcher,
-            redactor,
-            jobs or SkyPilotJobs(),
-        )
+        return run(env, launcher or default_launcher, redactor, jobs or ProviderJobs(env))
     except ActionError as error:
         print(annotation("error", redactor(str(error))))
         return 1

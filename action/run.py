@@ -77,6 +77,10 @@ def plan_view(
             stages = [*stages[:2], "gates", *stages[2:]]
         secrets = [s.name for s in secret_specs(config)]
         return PlanView(target="runner", stages=stages, secrets=secrets, notes=space_notes)
+    if config.compute is not None and config.compute.provider == "hf-jobs":
+        from action.hf_jobs import plan_view as hf_jobs_plan
+
+        return hf_jobs_plan(config, flags, env or {}, space_notes)
     plan = build_plan(config, path, flags, cwd=workspace, env=env)
     from gym.launch.sky_server import NO_TEAM_SERVER, is_team_server
 

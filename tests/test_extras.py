@@ -53,7 +53,9 @@ PACKAGE_EXTRAS: dict[str, tuple[str, ...]] = {
 # Files whose lazy imports belong to one command: the CLI dispatches to every extra.
 FILE_EXTRAS: dict[str, tuple[str, ...]] = {
     "gym/cli/model_commands.py": ("train",),
-    "gym/cli/config_commands.py": ("cloud",),  # `gym validate --online` asks the Hub (plain validate stays bare)
+    "gym/cli/config_commands.py": (
+        "cloud",
+    ),  # `gym validate --online` asks the Hub (plain validate stays bare)
     "gym/train/speed.py": ("train", "kernels"),  # the Liger and Cut Cross-Entropy switches
     "gym/cli/serve_commands.py": ("train", "serve"),
     "gym/export/quantize.py": ("train", "quantize"),  # `gym export --quantize`

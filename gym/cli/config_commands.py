@@ -175,9 +175,13 @@ def _check_online(config: Any) -> None:
     if compute is not None and compute.provider == "hf-jobs":
         from huggingface_hub import HfApi
 
-        from gym.launch.hf_jobs.flavors import hub_flavors
+        from gym.launch.hf_jobs.flavors import account_problem, hub_flavors
 
-        offered = hub_flavors(HfApi(token=os.environ[token_env]))
+        api = HfApi(token=os.environ[token_env])
+        problem = account_problem(api)
+        if problem:
+            raise fail(f"--online: {problem}")
+        offered = hub_flavors(api)
         if offered is None:
             raise fail(
                 "--online: cannot ask the Hub which Jobs flavors this account is offered; retry when it is reachable"

@@ -227,7 +227,9 @@ def _export_quantized(
         raise _fail(f"error: {error}") from None
     except (ValueError, OSError, QuantizeError, DataError, ModelError) as error:
         raise _fail(f"error: {error}") from None
-    console.print(f"[green]✓[/green] {method.upper()} 4-bit model in {target} (reloaded and checked)", soft_wrap=True)
+    console.print(
+        f"[green]✓[/green] {method.upper()} 4-bit model in {target} (reloaded and checked)", soft_wrap=True
+    )
 
 
 def deploy(
@@ -275,7 +277,9 @@ def deploy(
         False, "--no-wait", help="Do not follow the Space until it runs and answers (space.wait_minutes = 0)."
     ),
     wait_timeout: float | None = typer.Option(
-        None, "--wait-timeout", help="Seconds to follow the Space (default: space.wait_minutes, else 900).",
+        None,
+        "--wait-timeout",
+        help="Seconds to follow the Space (default: space.wait_minutes, else 900).",
         show_default=False,
     ),
 ) -> None:
@@ -288,7 +292,9 @@ def deploy(
                            space_token_env=space_hf_token_env, reuse_push_token=reuse_push_token)  # fmt: skip
         if space_only:
             if plan.space is None:
-                raise DeployError("--space-only: this deploy has no Space (add a [space] table or pass --space-id)")
+                raise DeployError(
+                    "--space-only: this deploy has no Space (add a [space] table or pass --space-id)"
+                )
             plan.space_only = True
         if no_wait or wait_timeout is not None:
             plan.wait, plan.wait_timeout_s = not no_wait, wait_timeout or plan.wait_timeout_s

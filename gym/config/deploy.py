@@ -166,7 +166,9 @@ class ComputeConfig(Section):
     def _check_provider(self) -> ComputeConfig:
         if self.provider == "hf-jobs":
             if not self.flavor:
-                raise fail("provider = 'hf-jobs' needs compute.flavor (e.g. 'l4x1'): the hardware the job runs on")
+                raise fail(
+                    "provider = 'hf-jobs' needs compute.flavor (e.g. 'l4x1'): the hardware the job runs on"
+                )
             for key, wrong, why in (("use_spot", self.use_spot, "Hugging Face Jobs has no spot instances"),
                                     ("num_nodes", self.num_nodes > 1, "a Hugging Face job is one machine"),
                                     ("checkpoint_bucket", bool(self.checkpoint_bucket),
@@ -225,7 +227,9 @@ class SpaceConfig(Section):
     )
     hardware: str = Field(
         default="auto",
-        description="Space hardware flavour: 'auto' or one of " + ", ".join(SPACE_HARDWARE) + ". 'auto' picks "
+        description="Space hardware flavour: 'auto' or one of "
+        + ", ".join(SPACE_HARDWARE)
+        + ". 'auto' picks "
         "what the owner's plan can host (read from the token's whoami at deploy): cpu-basic for a PRO user or "
         "a Team/Enterprise organization, zero-a10g (ZeroGPU) for a free personal account. A flavour the plan "
         "cannot have (since July 2026 the Hub refuses Gradio Spaces on cpu-basic without PRO/Team, and paid "

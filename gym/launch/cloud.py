@@ -144,7 +144,9 @@ def launch_cloud(
     receives them too. ``report_to`` (a :class:`gym.launch.report.job.ReportTarget` as JSON) makes the job
     report back to its pull request itself, with ``$GYM_REPORT_TOKEN`` passed as a secret. Raises :class:`LaunchError` (one sentence, nothing sent) on a user mistake.
     """
-    extras = ",".join(node_extras(config, report_back=bool(report_to)))  # action: PyGithub, for the report-back
+    extras = ",".join(
+        node_extras(config, report_back=bool(report_to))
+    )  # action: PyGithub, for the report-back
     plan = build_plan(
         config, config_path, flags, pip_spec=f"zoo-gym[{extras}]=={__version__}", report_to=report_to, env=env
     )

@@ -431,7 +431,10 @@ def create_hub_app(state: HubState):
         if (refusal := space_refusal(state, allowed, owner, body)) is not None:
             state.refused.append(f"hardware {owner}/{name}: {refusal[1]}")
             return error(*refusal)
-        changed = state.hardware.get(f"{owner}/{name}", state.repos[f"space:{owner}/{name}"].get("hardware")) != flavor
+        changed = (
+            state.hardware.get(f"{owner}/{name}", state.repos[f"space:{owner}/{name}"].get("hardware"))
+            != flavor
+        )
         state.hardware[f"{owner}/{name}"] = flavor
         state.repos[f"space:{owner}/{name}"]["hardware"] = flavor
         if changed and state.files.get(f"space:{owner}/{name}"):  # new hardware: a restart

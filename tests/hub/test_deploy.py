@@ -122,8 +122,12 @@ def test_deploy_from_gym_toml(lora_dir: Path, cache_root: Path) -> None:
         tokenizer_extras = {"special_tokens_map.json", "chat_template.jinja", "vocab.json", "merges.txt"}
         assert set(model_files) >= PUSHED and set(model_files) - PUSHED <= tokenizer_extras, set(model_files)
         assert state.commits.count("model:acme/tiny-lora") == 1  # one commit for the whole model
-        card = model_files["README.md"].decode()  # the run's card, and where it came from (gym/hub/lineage.py)
-        assert card.startswith("# tiny-lora\n\nA model card.\n\n## Source\n") and card.count("not in a git") == 1
+        card = model_files[
+            "README.md"
+        ].decode()  # the run's card, and where it came from (gym/hub/lineage.py)
+        assert (
+            card.startswith("# tiny-lora\n\nA model card.\n\n## Source\n") and card.count("not in a git") == 1
+        )
         space_files = state.files["space:acme/tiny-lora-chat"]
         assert {"README.md", "app.py", "requirements.txt", "gym_space.json", "gym/api/app.py"} <= set(
             space_files

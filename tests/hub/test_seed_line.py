@@ -27,7 +27,10 @@ TOKEN = "hf_FreeAccountSeedLineToken0042"
 
 
 def test_the_seed_line_verbatim_leaves_a_working_space_without_a_token(
-    lora_dir: Path, cache_root: Path, tmp_path: Path, zerogpu_space_venv: Path  # noqa: F811
+    lora_dir: Path,
+    cache_root: Path,
+    tmp_path: Path,
+    zerogpu_space_venv: Path,  # noqa: F811
 ) -> None:
     from gym.hub.space_runtime import QUESTION
 

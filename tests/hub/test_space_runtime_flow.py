@@ -50,7 +50,9 @@ def zerogpu_space_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from gym.hub.space import SpaceSettings, render_space
     from tests.space_runtime import space_python
 
-    folder = render_space(tmp_path_factory.mktemp("zerogpu-space"), SpaceSettings("a/m", "a/m-chat", "zero-a10g"))
+    folder = render_space(
+        tmp_path_factory.mktemp("zerogpu-space"), SpaceSettings("a/m", "a/m-chat", "zero-a10g")
+    )
     return space_python(folder)
 
 

@@ -3,8 +3,11 @@
 Routes (huggingface_hub's ``run_job``, ``inspect_job``, ``list_jobs``, ``fetch_job_logs``, ``cancel_job``,
 ``list_jobs_hardware``; shapes from its ``_jobs_api.py``/``hf_api.py`` and hf.co/docs/huggingface_hub/guides/jobs):
 
-- ``POST /api/jobs/{namespace}``: a write token of that namespace (401/403 otherwise); an unknown flavor is
-  400; a volume whose bucket or repo does not exist is 404 (nothing is created on the way); ``fail["jobs"]``
+- ``POST /api/jobs/{namespace}``: a write token of that namespace (401/403 otherwise); an account that cannot
+  pay is 402 (hf.co/docs/huggingface_hub/guides/jobs: "Hugging Face Jobs are available to any user or
+  organization with a positive credit balance"; the double reads that from the token's ``can_pay``, the
+  ``canPay`` of ``whoami-v2``; the Hub's exact wording is not public, this one is the double's); an unknown
+  flavor is 400; a volume whose bucket or repo does not exist is 404 (nothing is created on the way); ``fail["jobs"]``
   injects a status (e.g. 429).
 - ``GET /api/jobs/{namespace}`` and ``/{id}``: JobInfo as camelCase JSON, stages ``RUNNING`` → ``COMPLETED``
   / ``ERROR`` (exit code, or "Job timeout" when ``timeoutSeconds`` ran out) / ``CANCELED``; secrets are
@@ -33,6 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from gym.launch.hf_jobs.flavors import FLAVORS
+
+NO_CREDITS = (
+    "Jobs need a positive credit balance: add a payment method or credits to {namespace} at "
+    "https://huggingface.co/settings/billing"
+)
 
 
 @dataclass
@@ -157,6 +165,8 @@ def add_job_routes(app: Any, state: Any, *, caller: Any, writer: Any, error: Any
             return who
         if (failure := injected("jobs")) is not None:
             return failure
+        if not who.can_pay:
+            return error(402, NO_CREDITS.format(namespace=namespace))
         spec = await request.json()
         if spec.get("flavor") not in FLAVORS:
             return error(400, f"Invalid flavor {spec.get('flavor')!r}")

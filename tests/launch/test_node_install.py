@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 import sysconfig
-import tomllib
 import zipfile
 from pathlib import Path
+
+import tomllib
 
 from gym import __version__
 from gym.launch.templates import SETUP
@@ -86,9 +87,9 @@ def _runtime_data_files() -> dict[str, Path]:
     opened = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]((?:\s*/\s*\"[^\"]+\")+)")
     shipped = {
         REPO / source: destination
-        for destination, patterns in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
-            "data-files"
-        ].items()
+        for destination, patterns in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"][
+            "setuptools"
+        ]["data-files"].items()
         for pattern in patterns
         for source in (path.relative_to(REPO) for path in REPO.glob(pattern))
     }

@@ -38,3 +38,22 @@ def hub_flavors(api: object) -> dict[str, float] | None:
         for item in listed
         if getattr(item, "name", None)
     }
+
+
+def account_problem(api: object) -> str | None:
+    """Why the token's account cannot run Jobs at all, in one sentence, else None (also when the Hub cannot
+    be asked: the launch asks again). Jobs bill the account's credit balance ("available to any user or
+    organization with a positive credit balance", huggingface_hub's Jobs guide); ``whoami-v2``'s ``canPay``
+    says whether the account has a payment method to draw on."""
+    try:
+        who = api.whoami()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - unreachable or refused: the launch itself says so
+        return None
+    if who.get("canPay") is False:
+        name = who.get("name", "this account")
+        return (
+            f"Hugging Face Jobs bill the account's credit balance and {name} has no payment method or credits "
+            "(the Hub's whoami says canPay: false); add one at https://huggingface.co/settings/billing, or "
+            'run on SkyPilot (compute.provider = "skypilot")'
+        )
+    return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gym.launch.hf_jobs.flavors import gpu_count, hub_flavors, price_line
+from gym.launch.hf_jobs.flavors import account_problem, gpu_count, hub_flavors, price_line
 
 if TYPE_CHECKING:
     from gym.config import GymConfig
@@ -55,12 +55,14 @@ class JobSpec:
         return out
 
 
-def _run_command(config: GymConfig, flags: Sequence[str], wheel: str | None) -> list[str]:
+def _run_command(
+    config: GymConfig, flags: Sequence[str], wheel: str | None, env: Mapping[str, str] | None = None
+) -> list[str]:
     from gym import __version__
     from gym.launch.node_extras import node_extras
     from gym.launch.task import remote_flags
 
-    extras = ",".join(node_extras(config))
+    extras = ",".join(node_extras(config, report_back="GYM_REPORT_TO" in (env or {})))
     package = f"{INPUTS}/{wheel}[{extras}]" if wheel else f"zoo-gym[{extras}]=={__version__}"
     volume = config.compute is not None and config.compute.checkpoint_volume
     output = ["--output_dir", f"{CHECKPOINTS}/{config.project.name}"] if volume else []
@@ -72,7 +74,8 @@ def _run_command(config: GymConfig, flags: Sequence[str], wheel: str | None) -> 
 
 
 def build_spec(config: GymConfig, flags: Sequence[str], staged_repo: str, revision: str, wheel: str | None,
-               secrets: Sequence[str], env: Mapping[str, str] | None = None) -> JobSpec:  # fmt: skip
+               secrets: Sequence[str], env: Mapping[str, str] | None = None,
+               labels: Mapping[str, str] | None = None) -> JobSpec:  # fmt: skip
     compute = config.compute
     assert compute is not None and compute.provider == "hf-jobs"
     volumes = [
@@ -90,12 +93,12 @@ def build_spec(config: GymConfig, flags: Sequence[str], staged_repo: str, revisi
     hours = compute.max_runtime_hours
     return JobSpec(
         image=GPU_IMAGE if gpu_count(compute.flavor) else CPU_IMAGE,
-        command=_run_command(config, flags, wheel),
+        command=_run_command(config, flags, wheel, env),
         flavor=compute.flavor,
         env={"HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
         secrets=list(dict.fromkeys(secrets)),
         timeout=f"{int(hours * 3600)}s" if hours else None,
-        labels={"gym-project": config.project.name},
+        labels={"gym-project": config.project.name, **(labels or {})},
         volumes=volumes,
     )
 
@@ -114,24 +117,55 @@ def _phrase(error: BaseException, doing: str) -> str:
 
 def launch_hf_job(config: GymConfig, config_path: Path, *, dryrun: bool, flags: Sequence[str] = (),
                   env: Mapping[str, str] | None = None, echo: Echo = print, warn: Echo = print,
-                  extra_env: Mapping[str, str] | None = None) -> Any:  # fmt: skip
-    """Stage the inputs, then run the job (or, with ``dryrun``, print its spec and price and send nothing)."""
+                  extra_env: Mapping[str, str] | None = None, report_to: str | None = None,
+                  emit_results: bool = False) -> Any:  # fmt: skip
+    """Stage the inputs, then run the job (or, with ``dryrun``, print its spec and price and send nothing).
+
+    The job carries the label ``gym-run`` = :func:`gym.launch.task.run_name` (repository + config), by which a
+    later run (the Action's) tells its own job from any other. ``report_to`` (a report target as JSON) makes
+    the job post its results to the pull request itself, with ``$GYM_REPORT_TOKEN`` as a secret by name;
+    ``emit_results`` makes it print them as one marked log line for a follower (:mod:`gym.launch.results`).
+    """
     from huggingface_hub import Volume
 
     from gym.launch.hf_jobs.staging import stage
-    from gym.launch.task import LaunchError, secret_specs
+    from gym.launch.results import ENV as EMIT_ENV
+    from gym.launch.task import (
+        REPORT_TARGET_ENV,
+        REPORT_TOKEN_ENV,
+        LaunchError,
+        SecretSpec,
+        run_name,
+        secret_specs,
+    )
 
     source = env if env is not None else os.environ
     token_env = config.hub.token_env if config.hub else "HF_TOKEN"
     token = source.get(token_env) or source.get("HF_TOKEN")
     specs = [s for s in secret_specs(config) if s.name not in (token_env, "HF_TOKEN")]
+    job_env = dict(extra_env or {})
+    if report_to:
+        job_env[REPORT_TARGET_ENV] = report_to
+        specs.append(
+            SecretSpec(REPORT_TOKEN_ENV, True, "reporting the finished run back to the pull request")
+        )
+    if emit_results:
+        job_env[EMIT_ENV] = "1"
+    labels = {"gym-run": run_name(config, source)}
     missing = [s.name for s in specs if s.required and not source.get(s.name)]
     names = ["HF_TOKEN", *(s.name for s in specs if dryrun or source.get(s.name))]
     compute = config.compute
     assert compute is not None
     if dryrun:
         spec = build_spec(
-            config, flags, "<you>/gym-staging-" + config.project.name, "<commit>", None, names, extra_env
+            config,
+            flags,
+            "<you>/gym-staging-" + config.project.name,
+            "<commit>",
+            None,
+            names,
+            job_env,
+            labels,
         )
         for line in spec.lines(compute.max_runtime_hours):
             echo(line)
@@ -142,6 +176,9 @@ def launch_hf_job(config: GymConfig, config_path: Path, *, dryrun: bool, flags: 
     if missing:
         raise LaunchError(f"${missing[0]} is not set here: the job gets it as a secret by name")
     api = _api(token)
+    problem = account_problem(api)
+    if problem:
+        raise LaunchError(problem)
     offered = hub_flavors(api)
     if offered is not None and compute.flavor not in offered:
         raise LaunchError(f"compute.flavor = {compute.flavor!r} is not offered to this account by Hugging Face Jobs now "
@@ -149,7 +186,7 @@ def launch_hf_job(config: GymConfig, config_path: Path, *, dryrun: bool, flags: 
     try:
         namespace = api.whoami()["name"]
         staged = stage(api, config, config_path, namespace, echo)
-        spec = build_spec(config, flags, staged.repo, staged.revision, staged.wheel, names, extra_env)
+        spec = build_spec(config, flags, staged.repo, staged.revision, staged.wheel, names, job_env, labels)
         values = {n: (token if n == "HF_TOKEN" else source[n]) for n in spec.secrets}
         job = api.run_job(image=spec.image, command=spec.command, env=spec.env, secrets=values, flavor=spec.flavor,
                           timeout=spec.timeout, labels=spec.labels, namespace=namespace,

@@ -26,6 +26,8 @@ class PlanView:
     stages: list[str] = field(default_factory=list)
     price: str = ""  # hourly estimate from SkyPilot's cached catalog, or "unknown (why)"
     max_runtime: str = ""  # what bounds the run's duration
+    provider: str = "skypilot"  # compute.provider: "skypilot" | "hf-jobs" (target "cloud")
+    flavor: str = ""  # a Hugging Face Jobs flavor (provider "hf-jobs")
 
 
 @dataclass

@@ -53,7 +53,14 @@ def _status(outcome: ConfigOutcome, sha: str = "") -> str:
 
 def _plan_table(plan: PlanView) -> str:
     rows: list[tuple[str, str]] = []
-    if plan.target == "cloud":
+    if plan.target == "cloud" and plan.provider == "hf-jobs":
+        rows.append(("runs on", f"Hugging Face Jobs {code(plan.flavor)}, job labelled {code(plan.name)}"))
+        rows.append(("spot", "no (Hugging Face Jobs has no spot instances)"))
+        if plan.max_runtime:
+            rows.append(("max runtime", plan.max_runtime))
+        if plan.price:
+            rows.append(("hourly price", plan.price))
+    elif plan.target == "cloud":
         kind = "managed job (recovers from preemption)" if plan.managed else "cluster (autostops when idle)"
         rows.append(("runs on", f"SkyPilot {kind} {code(plan.name)}"))
         candidates = ", ".join(code(a) for a in plan.accelerators) or "—"
@@ -81,11 +88,13 @@ def _job_line(outcome: ConfigOutcome) -> str:
     job = outcome.job
     if job is None:
         return ""
-    kind = "managed job" if job.managed else "cluster job"
+    kind = "SkyPilot " + ("managed job" if job.managed else "cluster job")
+    if job.provider == "hf-jobs":
+        kind = "Hugging Face job"
     who = f" · approved by @{job.approved_by}" if job.approved_by else ""
     earlier = "".join(f"\n- earlier: {line}" for line in job.history[-5:])
     return (
-        f"**Job:** SkyPilot {kind} {code(job.job_id)} · commit {code(job.sha[:12])} · "
+        f"**Job:** {kind} {code(job.job_id)} · commit {code(job.sha[:12])} · "
         f"state **{job.state}**{who}{earlier}\n"
     )
 
@@ -186,7 +195,12 @@ def render(outcome: ConfigOutcome, *, run_url: str = "", sha: str = "", limit: i
     )
     sections = []
     if outcome.plan is not None and outcome.plan.task_yaml:
-        sections.append(_Section("SkyPilot task (secrets redacted)", outcome.plan.task_yaml, "yaml", False))
+        if outcome.plan.provider == "hf-jobs":  # JobSpec.lines: secrets by name only
+            sections.append(_Section("Hugging Face job spec", outcome.plan.task_yaml, "text", False))
+        else:
+            sections.append(
+                _Section("SkyPilot task (secrets redacted)", outcome.plan.task_yaml, "yaml", False)
+            )
     if outcome.log:
         sections.append(_Section("Log", "\n".join(outcome.log), "text", True))
 

@@ -43,8 +43,8 @@ class RunState:
     """What the action launched for one config of one pull request (kept in its sticky comment)."""
 
     sha: str  # the approved head commit the job runs
-    job_id: str  # SkyPilot job id
-    name: str  # SkyPilot job / cluster name
+    job_id: str  # SkyPilot job id, or Hugging Face job id
+    name: str  # SkyPilot job / cluster name; a Hugging Face job's gym-run label
     managed: bool
     approval: int  # id of the `labeled` issue event that approved it (one approval, one launch)
     approved_by: str = ""
@@ -53,6 +53,11 @@ class RunState:
     )
     history: list[str] = field(default_factory=list)  # earlier jobs, one line each
     ended: bool = False  # the job is over (as last seen by the action): nothing to cancel
+    provider: str = "skypilot"  # compute.provider of the job: "skypilot" | "hf-jobs"
+
+    @property
+    def provider_name(self) -> str:
+        return {"skypilot": "SkyPilot", "hf-jobs": "Hugging Face Jobs"}.get(self.provider, self.provider)
 
     @property
     def active(self) -> bool:
