@@ -6,15 +6,16 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf hub-latest test-hub-latest llama-server gpu-check gpu-smoke gpu-wheels
+.PHONY: venv demo test test-fast lint docs clean browser bench quant gguf hub-latest test-hub-latest latest test-latest llama-server gpu-check gpu-smoke gpu-wheels
 
 # torch goes in first and stays pinned through constraints.txt: otherwise trl/peft/accelerate pull a
-# multi-GB CUDA build into a fresh venv. Re-installs only when pyproject.toml or the pins change.
-$(STAMP): pyproject.toml constraints.txt
+# multi-GB CUDA build into a fresh venv. pins.txt holds the training libraries at the releases the suite
+# is pinned to (`make test-latest` runs the newest). Re-installs only when pyproject.toml or the pins change.
+$(STAMP): pyproject.toml constraints.txt pins.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[all,test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -c pins.txt -e '.[all,test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -68,6 +69,28 @@ hub-latest: $(HSTAMP)
 
 test-hub-latest: $(HSTAMP)
 	$(HVENV)/bin/python -m pytest tests/hub -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The newest releases of the libraries Gym trains and talks to the Hub with, over the pinned .venv (an
+# overlay: its own site-packages first, the main venv's after), whatever pyproject's upper bounds say: a
+# bound marks a release proven broken, and this is how one is proven. `make test-latest` runs the suite
+# there; CI runs it beside the pinned `make test` (.github/workflows/ci.yml, job latest-releases).
+LVENV  := .venv-latest
+LSTAMP := $(LVENV)/.installed
+LATEST := transformers peft trl accelerate datasets huggingface_hub tokenizers
+$(LSTAMP): $(STAMP)
+	test -x $(LVENV)/bin/python || $(PYTHON) -m venv $(LVENV)
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
+		> "$$($(LVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
+	$(LVENV)/bin/python -m pip install -q -c constraints.txt --upgrade $(LATEST)
+	$(LVENV)/bin/python -m pip list 2>/dev/null | grep -iE '^($(shell echo $(LATEST) | tr ' ' '|')) ' > $(LVENV)/versions.txt
+	touch $(LSTAMP)
+
+latest: $(LSTAMP)
+
+test-latest: $(LSTAMP)
+	cat $(LVENV)/versions.txt
+	PATH="$(CURDIR)/$(LVENV)/bin:$$PATH" $(LVENV)/bin/python -m pytest -q -p no:cacheprovider -n 2 \
+		tests/config tests/data tests/train tests/model tests/eval tests/api tests/engine tests/hub $(PYTEST_ARGS)
 
 # llama.cpp's own C++ `llama-server`, for bench/cpu_space.py's side-by-side row only (nothing in Gym runs
 # it): built from the llama.cpp sources llama-cpp-python's sdist vendors, so it is the same llama.cpp as
@@ -142,4 +165,4 @@ docs: $(STAMP)
 	$(BIN)/gym schema -o docs/gym.schema.json
 
 clean:
-	rm -rf $(VENV) $(QVENV) $(GVENV) $(HVENV) .venv-space .pytest_cache .ruff_cache .hypothesis outputs .bench
+	rm -rf $(VENV) $(QVENV) $(GVENV) $(HVENV) $(LVENV) .venv-space .pytest_cache .ruff_cache .hypothesis outputs .bench

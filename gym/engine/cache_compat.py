@@ -5,9 +5,14 @@ tensors it kept, tells plain full-attention layers (``DynamicLayer``) from the o
 for :class:`GrowingLayer`, a ``DynamicLayer`` subclass with spare columns. These are internals that move
 between transformers releases, so they live here and nowhere else in Gym.
 
-Tested on transformers 5.17 (``growing_kv_layer`` in :data:`gym.model.device.HOOK_RANGES`: >=5.17,<5.18).
-Elsewhere the subclass stays off and the cache keeps transformers' own layers (one note in the log);
-the rest relies on the layer API every supported release has (``cache.layers[i].keys``/``.values``).
+The cache's own name moved too: transformers 5.2x calls it ``cache`` in ``forward`` and in model outputs,
+keeps ``past_key_values`` as a deprecated alias (a warning on every call) and drops the alias in 5.40.
+:func:`cache_kwargs` and :func:`output_cache` use whichever name the installed release declares.
+
+``GrowingLayer`` is tested on transformers 5.17 (the pinned ``make test``) and 5.25 (``make test-latest``):
+``growing_kv_layer`` in :data:`gym.model.device.HOOK_RANGES`. Elsewhere the subclass stays off and the
+cache keeps transformers' own layers (one note in the log); the rest relies on the layer API every
+supported release has (``cache.layers[i].keys``/``.values``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,28 @@ def growing_layers_supported() -> bool:
     return note is None
 
 
+@functools.cache
+def cache_field() -> str:
+    """The name the installed transformers gives the KV cache: ``cache`` where model outputs declare that
+    field, else ``past_key_values`` (releases before the rename)."""
+    import dataclasses
+
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+
+    names = {field.name for field in dataclasses.fields(BaseModelOutputWithPast)}
+    return "cache" if "cache" in names else "past_key_values"
+
+
+def cache_kwargs(cache: Any) -> dict[str, Any]:
+    """The keyword argument that hands ``cache`` to a model's ``forward``."""
+    return {cache_field(): cache}
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a model's ``forward`` returned."""
+    return getattr(out, cache_field())
+
+
 def is_plain_layer(layer: Any) -> bool:
     """A full-attention layer of transformers' own (no sliding window, no quantization, not ours)."""
     from transformers.cache_utils import DynamicLayer
@@ -40,7 +67,7 @@ def is_plain_layer(layer: Any) -> bool:
 
 
 def cache_from_kv(pairs: Iterable[tuple[Any, Any]]) -> Any:
-    """A ``DynamicCache`` holding ``(keys, values)`` per layer, as a model's ``past_key_values``."""
+    """A ``DynamicCache`` holding ``(keys, values)`` per layer, as a model's cache input."""
     from transformers import DynamicCache
 
     return DynamicCache(ddp_cache_data=list(pairs))

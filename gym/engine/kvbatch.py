@@ -25,9 +25,11 @@ from gym.engine.attention import NAME as ATTENTION_NAME
 from gym.engine.attention import shared_prefix
 from gym.engine.cache_compat import (
     cache_from_kv,
+    cache_kwargs,
     growing_layer_class,
     growing_layers_supported,
     is_plain_layer,
+    output_cache,
     replace_kv,
 )
 from gym.engine.prefixcache import PrefixCache, PrefixEntry, common_prefix
@@ -200,17 +202,19 @@ class RunningBatch:
             context = shared_prefix(prefix.keys, prefix.values)
         elif entry is not None:
             rows = len(seqs)
-            kwargs["past_key_values"] = cache_from_kv(
-                (k[:, :, :shared].expand(rows, -1, -1, -1), v[:, :, :shared].expand(rows, -1, -1, -1))
-                for k, v in zip(entry.keys, entry.values, strict=True)
+            kwargs |= cache_kwargs(
+                cache_from_kv(
+                    (k[:, :, :shared].expand(rows, -1, -1, -1), v[:, :, :shared].expand(rows, -1, -1, -1))
+                    for k, v in zip(entry.keys, entry.values, strict=True)
+                )
             )
         with context:
             out = self.model(
                 input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs
             )
         if self._plain_model is None:  # prefix reuse only for models made of full-attention layers
-            self._plain_model = all(is_plain_layer(layer) for layer in out.past_key_values.layers)
-        return out.past_key_values, mask, out.logits[:, -1, :], prefix
+            self._plain_model = all(is_plain_layer(layer) for layer in output_cache(out).layers)
+        return output_cache(out), mask, out.logits[:, -1, :], prefix
 
     def _remember(self, seqs: list[Sequence], cache: Any, mask: Any, prefix: Any) -> None:
         """Keep each new prompt's KV (its unpadded columns) for later prompts that start the same way."""
@@ -276,10 +280,10 @@ class RunningBatch:
                 input_ids=ids,
                 attention_mask=mask,
                 position_ids=positions,
-                past_key_values=self.cache,
                 use_cache=True,
+                **cache_kwargs(self.cache),
             )
-        self.cache = out.past_key_values
+        self.cache = output_cache(out)
         self.pending = self._sample(self.seqs, out.logits[:, -1, :])
 
     def retire(self) -> None:

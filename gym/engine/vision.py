@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gym.engine.backend import Chunk, SamplingParams, Stats, TokenizerPrompts
+from gym.engine.cache_compat import cache_kwargs, output_cache
 from gym.engine.loading import ModelSource
 
 MARKER = "<image>"
@@ -118,7 +119,7 @@ class VisionBackend(TokenizerPrompts):
                 if seq.done:
                     break
                 step = torch.tensor([[token]], device=self.model.device)
-                out = self.model(input_ids=step, past_key_values=out.past_key_values, use_cache=True)
+                out = self.model(input_ids=step, use_cache=True, **cache_kwargs(output_cache(out)))
 
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, n: int = 1, images: list[Any] | None = None

@@ -26,6 +26,7 @@ champion blocks the push.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import threading
@@ -85,7 +86,7 @@ def read_champion(
         raise GateError(f"the champion {repo}: {refusal.args[0]}") from None
     except EntryNotFoundError:
         raise GateError(f"no champion to compare: {repo} lost its card while it was read; retry") from None
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, _client().TimeoutException):
         raise GateError(_late(repo, timeout)) from None
     except Exception as error:  # noqa: BLE001 - network and HTTP errors: one sentence, never the token
         status = getattr(getattr(error, "response", None), "status_code", None)
@@ -265,13 +266,21 @@ def _too_large(name: str, cap: int) -> str:
     return f"its {name} is more than {cap:,} bytes, far more than Gym writes; {ADVICE}"
 
 
-def _bounded_copy(response: Any, body: bytes) -> Any:
-    """``response`` with ``body`` as its whole content, for hf_raise_for_status to read its error from."""
-    import httpx
+def _client() -> Any:
+    """The HTTP client module huggingface_hub's session is built on: httpx in 1.x, its fork httpx2 in 2.x.
+    Its exceptions and response class are the ones hf_raise_for_status and the session raise and read."""
+    from huggingface_hub.utils import get_session
 
+    return importlib.import_module(type(get_session()).__module__.split(".")[0])
+
+
+def _bounded_copy(response: Any, body: bytes) -> Any:
+    """``response`` with ``body`` as its whole content, for hf_raise_for_status to read its error from: a
+    response of the session's own client, whose ``raise_for_status`` raises the error it catches."""
+    client = importlib.import_module(type(response).__module__.split(".")[0])
     headers = [(k, v) for k, v in response.headers.items()
                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]  # fmt: skip
-    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+    return client.Response(response.status_code, headers=headers, content=body, request=response.request)
 
 
 def read_repo_file(repo: str, path: str, token: str | None, *, revision: str = "main",

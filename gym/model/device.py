@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 ENV_SWITCH = "GYM_CPU_KERNELS"
 ENV_VALUES = {"0": False, "false": False, "off": False, "1": True, "true": True, "on": True, "auto": "auto"}
 
-# hook -> (library, lowest tested version, first untested version): outside it, the standard path runs
+# hook -> (library, lowest tested version, first untested version): outside it, the standard path runs.
+# The ends are what the suite runs on: the pinned venv (pins.txt, `make test`) and the newest releases
+# (`make test-latest`, CI's latest-releases job); a release the suite passes on moves the upper end.
 HOOK_RANGES: dict[str, tuple[str, str, str]] = {
     "lora_matmuls": ("peft", "0.21", "0.22"),  # swaps PEFT's LoRA Linear for a subclass
-    "packed_attention": ("transformers", "5.17", "5.18"),  # registers an attention function
-    "clip_grad_norm": ("transformers", "5.17", "5.18"),  # overrides Trainer._clip_grad_norm
-    "growing_kv_layer": ("transformers", "5.17", "5.18"),  # subclasses cache_utils.DynamicLayer
+    "packed_attention": ("transformers", "5.17", "5.26"),  # registers an attention function
+    "clip_grad_norm": ("transformers", "5.17", "5.26"),  # overrides Trainer._clip_grad_norm
+    "growing_kv_layer": ("transformers", "5.17", "5.26"),  # subclasses cache_utils.DynamicLayer
 }
 
 

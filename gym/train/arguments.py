@@ -22,6 +22,20 @@ def bf16_supported() -> bool:
     return auto_dtype_name() == "bfloat16"
 
 
+def checkpointing_argument(on: bool) -> dict[str, bool]:
+    """Activation checkpointing under the name the installed transformers declares: ``activation_checkpointing``
+    since 5.23 (``gradient_checkpointing`` stays as an alias that warns on every run until v6), the old one
+    before."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in dataclasses.fields(TrainingArguments)}
+    return {
+        "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": on
+    }
+
+
 def common_arguments(
     config: GymConfig, checkpoint_dir: Path, *, evaluate: bool = False, model: Any = None
 ) -> dict[str, Any]:
@@ -62,7 +76,7 @@ def common_arguments(
         "report_to": list(train.report_to) or TRACKERS_OFF,
         "bf16": use_bf16,
         "fp16": bool(plan.device == "cuda" and not use_bf16 and config.model.dtype == "float16"),
-        "gradient_checkpointing": gradient_checkpointing(config),
+        **checkpointing_argument(gradient_checkpointing(config)),
         "disable_tqdm": True,  # Gym's own progress bar shows loss and tokens/s
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,

@@ -310,12 +310,20 @@ def test_validate_online_asks_the_hub_what_offline_validation_cannot(
     assert online.returncode == 1 and "would be refused for freebie/tiny-chat (HTTP 402)" in " ".join(
         online.stderr.split()
     )
-    jobs = project(tmp_path / "jobs", "freebie", None)
-    jobs.write_text(jobs.read_text() + '\n[compute]\nprovider = "hf-jobs"\nflavor = "l4x1"\n')
-    fine = gym_command(["validate", "--online", str(jobs)], cache_root, tmp_path, **env)
+    jobs_section = '\n[compute]\nprovider = "hf-jobs"\nflavor = "l4x1"\n'
+    unpaid = project(tmp_path / "unpaid", "freebie", None)
+    unpaid.write_text(unpaid.read_text() + jobs_section)
+    refused = gym_command(["validate", "--online", str(unpaid)], cache_root, tmp_path, **env)
+    assert refused.returncode == 1 and "freebie has no payment method or credits" in " ".join(
+        refused.stderr.split()
+    )
+    jobs = project(tmp_path / "jobs", "tester", None)
+    jobs.write_text(jobs.read_text() + jobs_section)
+    paid = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+    fine = gym_command(["validate", "--online", str(jobs)], cache_root, tmp_path, **paid)
     assert fine.returncode == 0, fine.stderr
     assert (
-        "Space hardware auto → zero-a10g" in fine.stdout
+        "Space hardware auto → cpu-basic" in fine.stdout
         and "Jobs flavor l4x1: offered, $0.80/h" in fine.stdout
     )
     assert (

@@ -82,10 +82,33 @@ def test_a_hook_runs_only_inside_the_versions_it_was_tested_on(
 
 
 def test_the_installed_libraries_are_inside_every_hook_range() -> None:
-    """pyproject.toml bounds transformers and peft below the first untested version: inside, every hook runs."""
+    """The suite runs inside every hook's range (the pinned venv and `make test-latest` alike): a guard
+    that closes on a release the suite runs on turns the CPU kernels off untested."""
     from gym.model.device import HOOK_RANGES, hook_note
 
     assert [hook_note(hook) for hook in HOOK_RANGES] == [None] * len(HOOK_RANGES)
+
+
+def test_the_pinned_releases_are_inside_every_hook_range_and_pyproject_caps_none_of_them() -> None:
+    """pins.txt is what `make test` installs; pyproject leaves those libraries open above (a cap would have
+    to name a release proven broken)."""
+    import re
+
+    import tomllib
+
+    from gym.model.device import HOOK_RANGES, version_in_range
+
+    repo = Path(__file__).resolve().parents[2]
+    pins = dict(line.split("==") for line in (repo / "pins.txt").read_text().splitlines() if "==" in line)
+    for hook, (package, lowest, first_untested) in HOOK_RANGES.items():
+        assert version_in_range(pins[package], lowest, first_untested), (hook, pins[package])
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    capped = [r for r in requirements if re.split(r"[<>=!~\[ ]", r)[0].lower() in pins and "<" in r]
+    assert capped == []
 
 
 @pytest.mark.parametrize(
