@@ -5,7 +5,8 @@ label applied to the head commit this run is about. Per config, the action's own
 what that config already has (:class:`gym.launch.report.sticky.RunState`), and this module decides:
 
 - the same commit already has a job (a re-run of the workflow) → no second launch; the comment
-  reports that job;
+  reports that job. Unless that job stopped short (its timeout, an error, a cancel) and a maintainer
+  approved the commit again (a new label event): then it launches again, and a checkpoint volume resumes it;
 - this approval (the ``labeled`` event id) already launched an earlier commit → no launch;
 - an older commit's job that SkyPilot still reports as running (asked in launch-approved runs only,
   :func:`refresh`) → it is cancelled through SkyPilot first (a newer
@@ -44,6 +45,14 @@ def step_for_config(decision: Decision, previous: RunState | None, head: str) ->
                 f"the job shown below ran commit {previous.sha[:12]}, not {head[:12] or 'this commit'}"
             )
         return step
+    if previous is not None and previous.sha == head and previous.approval != approval.event_id:
+        if stopped_short(previous):  # a timeout, a failure, a cancel: a new approval launches it again
+            line = (
+                f"job {previous.job_id} for commit {head[:12]} stopped before the end ({previous.state}); this "
+                f"approval (label applied by @{approval.actor}) launches it again: with "
+                "compute.checkpoint_volume it resumes from its last checkpoint"
+            )
+            return ConfigStep(decision, previous, lines=[line])
     if previous is not None and previous.sha == head:
         why = (
             f"no second launch: job {previous.job_id} for commit {head[:12]} already exists "
@@ -60,6 +69,16 @@ def step_for_config(decision: Decision, previous: RunState | None, head: str) ->
         line = f"the previous job {previous.job_id} (commit {previous.sha[:12]}) already ended ({previous.state}): nothing to cancel"
         return ConfigStep(decision, previous, lines=[line])
     return ConfigStep(decision, previous, cancel=previous)
+
+
+SUCCESS_WORDS = ("COMPLETED", "SUCCEEDED")  # how Hugging Face Jobs and SkyPilot name a job that ran to its end
+
+
+def stopped_short(state: RunState) -> bool:
+    """Whether the recorded job ended without running to its end (timeout, error, cancel, gone)."""
+    if not state.ended and state.state not in ("cancelled", "failed"):
+        return False
+    return state.state not in ("finished", "ended") and not any(word in state.state for word in SUCCESS_WORDS)
 
 
 def launched_state(step: ConfigStep, outcome: ConfigOutcome, head: str, *, wait: bool) -> RunState | None:

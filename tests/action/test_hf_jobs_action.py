@@ -158,3 +158,57 @@ def test_an_account_that_cannot_pay_for_jobs_is_refused_in_the_plan(github, tmp_
         "Hugging Face Jobs bill the account's credit balance and freebie has no payment method or credits"
     ) in body
     assert TOKEN not in done.stdout + body
+
+
+@pytest.mark.slow
+def test_a_job_that_hit_its_timeout_is_resumed_by_the_next_approval_from_its_bucket(
+    github,
+    tmp_path: Path,
+    cache_root: Path,  # noqa: F811
+) -> None:
+    """The first approved run submits the job and returns; the Hub's clock stops it at its timeout after a
+    checkpoint reached the bucket. A re-run of the same workflow launches nothing; the maintainer's next
+    approval of the same commit launches it again, and the new job resumes from that checkpoint."""
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    config = project(workspace, 'checkpoint_volume = "bucket:tester/ckpt"\nmax_runtime_hours = 1', steps=300)
+    config.write_text(config.read_text() + GATES)
+    event = _pull(github, "e" * 40)
+    with HubDouble(TOKEN, free_port()) as hub:
+        jobs = hub.state.jobs
+        bucket = jobs.create_bucket("tester/ckpt")
+        jobs.env.update(XDG_CACHE_HOME=str(cache_root), OMP_NUM_THREADS="1")
+        first = _action(github, hub, workspace, tmp_path / "runner1", event, wait="false")
+        assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+        (job,) = jobs.jobs.values()
+        deadline = time.monotonic() + 400
+        while not list(bucket.rglob("checkpoint-*")) and job.stage == "RUNNING":
+            assert time.monotonic() < deadline, "\n".join(job.lines[-20:])
+            time.sleep(0.5)
+        jobs.expire(job.id)  # the Hub's clock reaches timeoutSeconds
+        assert wait_ended(jobs, job.id).stage == "ERROR" and job.message == "Job timeout"
+
+        rerun = _action(github, hub, workspace, tmp_path / "runner2", event, wait="false")
+        assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-4000:]
+        assert len(jobs.jobs) == 1  # the same approval, re-run: nothing launched
+        assert f"no second launch: job {job.id} for commit {'e' * 12} already exists" in _comment(github)
+
+        again_event = _pull(github, "e" * 40)  # wendy applies the label again
+        second = _action(github, hub, workspace, tmp_path / "runner3", again_event, wait="true")
+        out = second.stdout + second.stderr
+        assert second.returncode == 0, out[-4000:]
+        (again,) = [j for j in jobs.jobs.values() if j.id != job.id]
+        assert again.stage == "COMPLETED", "\n".join(again.lines[-30:])
+        (record,) = bucket.rglob("train_results.json")
+        assert "checkpoint-" in (
+            json.loads(record.read_text())["resumed_from"] or ""
+        )  # resumed, not restarted
+        assert "model:tester/rev" not in hub.state.repos  # a pull request's run never pushes
+    body = _comment(github)
+    assert (
+        f"job {job.id} hit its TIMEOUT (Job timeout)" in body
+        and f"**Job:** Hugging Face job `{again.id}`" in body
+    )
+    (status,) = [s for s in github.statuses if s["context"] == "gym / gym.toml"]
+    assert status["state"] == "success"
+    assert TOKEN not in out + body
