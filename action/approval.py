@@ -45,14 +45,14 @@ def step_for_config(decision: Decision, previous: RunState | None, head: str) ->
                 f"the job shown below ran commit {previous.sha[:12]}, not {head[:12] or 'this commit'}"
             )
         return step
-    if previous is not None and previous.sha == head and previous.approval != approval.event_id:
-        if stopped_short(previous):  # a timeout, a failure, a cancel: a new approval launches it again
-            line = (
-                f"job {previous.job_id} for commit {head[:12]} stopped before the end ({previous.state}); this "
-                f"approval (label applied by @{approval.actor}) launches it again: with "
-                "compute.checkpoint_volume it resumes from its last checkpoint"
-            )
-            return ConfigStep(decision, previous, lines=[line])
+    again = previous is not None and previous.sha == head and previous.approval != approval.event_id
+    if again and stopped_short(previous):  # a timeout, a failure, a cancel: a new approval launches it again
+        line = (
+            f"job {previous.job_id} for commit {head[:12]} stopped before the end ({previous.state}); this "
+            f"approval (label applied by @{approval.actor}) launches it again: with "
+            "compute.checkpoint_volume it resumes from its last checkpoint"
+        )
+        return ConfigStep(decision, previous, lines=[line])
     if previous is not None and previous.sha == head:
         why = (
             f"no second launch: job {previous.job_id} for commit {head[:12]} already exists "
@@ -71,7 +71,10 @@ def step_for_config(decision: Decision, previous: RunState | None, head: str) ->
     return ConfigStep(decision, previous, cancel=previous)
 
 
-SUCCESS_WORDS = ("COMPLETED", "SUCCEEDED")  # how Hugging Face Jobs and SkyPilot name a job that ran to its end
+SUCCESS_WORDS = (
+    "COMPLETED",
+    "SUCCEEDED",
+)  # how Hugging Face Jobs and SkyPilot name a job that ran to its end
 
 
 def stopped_short(state: RunState) -> bool:
