@@ -221,3 +221,78 @@ def test_rollback_with_no_history_and_a_push_outside_git(
         only = gym(["rollback", "gym.toml"], cache_root, root, **env)
         assert only.returncode == 1 and "has no promotion before the one it serves" in only.stderr
         assert len(commits(hub)) == 1
+
+
+@pytest.fixture(scope="session")
+def default_space_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The venv a transformers Space of this checkout builds, built before the rollback's bounded subprocess
+    follows one (the Hub double reuses it by requirements; `make test` prebuilds it)."""
+    from gym.hub.space import SpaceSettings, render_space
+    from tests.space_runtime import space_python
+
+    folder = render_space(tmp_path_factory.mktemp("space"), SpaceSettings("a/m", "a/m-chat", "t4-small"))
+    return space_python(folder)
+
+
+def scramble(model: Path) -> None:
+    """Other weights for the same adapter: its LoRA matrices moved far by seeded noise."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = model / "adapter_model.safetensors"
+    tensors = load_file(path)
+    noise = torch.Generator().manual_seed(0)
+    for name, tensor in tensors.items():
+        if "lora_" in name:
+            tensors[name] = tensor + torch.randn(tensor.shape, generator=noise) * 4.0
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def test_a_rolled_back_space_runs_and_serves_the_earlier_promotions_weights(
+    lora_dir: Path, cache_root: Path, tmp_path: Path, default_space_venv: Path
+) -> None:
+    """A good model is promoted, other weights are forced past the gate; `gym rollback` repins the Space, follows
+    it until it runs, and its API then answers as `gym serve` does with the first weights, not the second."""
+    import httpx
+    from huggingface_hub import HfApi
+
+    from gym.hub.space_runtime import space_url
+    from tests.hub.test_space_runtime_flow import MESSAGE, served_answer
+    from tests.space_runtime import api_answer
+
+    root = tmp_path / "models"
+    root.mkdir()
+    config = project(root, lora_dir)
+    model = root / "output" / "tiny-lora"
+    worse = tmp_path / "worse"
+    shutil.copytree(model, worse)
+    scramble(worse)
+    expected = served_answer(lora_dir, MODEL, MESSAGE, cache_root, 16)
+    assert expected != served_answer(worse, MODEL, MESSAGE, cache_root, 16)  # the two can be told apart
+    with HubDouble(TOKEN, free_port()) as hub:
+        env = {
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": TOKEN,
+            "GITHUB_REF": "",
+            "GIT_CEILING_DIRECTORIES": str(tmp_path),
+        }
+        write_scores(model, 0.9)
+        assert gym(["deploy", "gym.toml"], cache_root, root, **env).returncode == 0
+        shutil.rmtree(model)
+        shutil.copytree(worse, model)
+        write_scores(model, 0.1)
+        forced = gym(["deploy", "gym.toml", "--force"], cache_root, root, **env)
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        hub.state.run_spaces = True  # from here the double builds and runs what the Space repo holds
+        hub.state.space_env = {"XDG_CACHE_HOME": str(cache_root)}
+        config.write_text(config.read_text().replace("wait_minutes = 0", "wait_minutes = 4"))
+        rolled = gym(["rollback", "gym.toml"], cache_root, root, **env)
+        out = rolled.stdout + rolled.stderr
+        assert rolled.returncode == 0, out[-4000:]
+        restored = commits(hub)[-1]
+        runtime = HfApi(endpoint=hub.url, token=TOKEN).get_space_runtime(SPACE)
+        assert runtime.stage == "RUNNING", out[-4000:]
+        url = space_url(runtime.raw, SPACE)
+        assert f"Space {SPACE} RUNNING at {url}" in out
+        assert httpx.get(url + "/gym/served", timeout=30).json() == {"model": MODEL, "revision": restored.oid}
+        assert api_answer(url, "no-key-set", MODEL, MESSAGE, max_tokens=16) == expected
