@@ -22,7 +22,10 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GYM_CACHE_DIR", str(tmp_path / "gym-cache"))
 
 
-def _config(folder: Path, data: str, *, adapter: str = "lora", steps: int = 2, fmt: str = "openai"):
+def _config(
+    folder: Path, data: str, *, adapter: str = "lora", steps: int = 2, fmt: str = "openai", method: str = "sft",
+    extra: str = "",
+):  # fmt: skip
     (folder / "gym.toml").write_text(
         f"""
 [project]
@@ -35,7 +38,7 @@ template = "chatml"
 path = "{data}"
 format = "{fmt}"
 [train]
-method = "sft"
+method = "{method}"
 adapter = "{adapter}"
 max_steps = {steps}
 batch_size = 2
@@ -43,7 +46,7 @@ learning_rate = 1e-3
 max_length = 512
 logging_steps = 1
 save_steps = 100
-"""
+{extra}"""
     )
     return load_config(folder / "gym.toml")
 

@@ -20,6 +20,7 @@ from gym.config.grpo import TRL_FIELDS
 from gym.train.arguments import common_arguments
 from gym.train.methods.rows import prompt_and_reference, require_rows, to_dataset
 from gym.train.registry import TrainContext, register_trainer
+from gym.train.vision_collate import has_images
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -126,8 +127,16 @@ def build_grpo(ctx: TrainContext) -> Any:
         return build_training_free(ctx)
     check_loss_type(config)
     rewards = reward_functions(config)
-    train = prompt_rows(ctx.data.train)
-    evaluation = prompt_rows(ctx.data.eval) if ctx.data.eval is not None else None
+    processing_class = ctx.tokenizer
+    if has_images(ctx.data.train):  # image rows: the processor samples and scores them with their pixels
+        from gym.train.methods.vision_grpo import vision_processor, vision_prompt_rows
+
+        processing_class = vision_processor(config, ctx.tokenizer)
+        rows = vision_prompt_rows
+    else:
+        rows = prompt_rows
+    train = rows(ctx.data.train)
+    evaluation = rows(ctx.data.eval) if ctx.data.eval is not None else None
     arguments = common_arguments(config, ctx.checkpoint_dir, evaluate=ctx.has_eval, model=ctx.model)
     batch = completions_per_device(config)
     arguments.update(per_device_train_batch_size=batch, per_device_eval_batch_size=batch)
@@ -138,7 +147,7 @@ def build_grpo(ctx: TrainContext) -> Any:
         args=args,
         train_dataset=train,
         eval_dataset=evaluation,
-        processing_class=ctx.tokenizer,
+        processing_class=processing_class,
         callbacks=ctx.callbacks,
     )
 
