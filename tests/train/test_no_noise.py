@@ -148,3 +148,29 @@ def test_two_ranks_train_without_the_unused_parameter_warning(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((folder / "out" / "train_results.json").read_text())["world_size"] == 2
     assert "find_unused_parameters" not in done.stderr
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_trl_configs_take_gyms_arguments_without_a_deprecation_warning(
+    tmp_path: Path, checkpointing: bool
+) -> None:
+    """Activation checkpointing goes by the name the installed transformers declares (`activation_checkpointing`
+    since 5.23, whose `gradient_checkpointing` alias warns on every run): every method's TRL config takes
+    Gym's arguments silently, and the setting arrives."""
+    import warnings
+
+    from trl import DPOConfig, GRPOConfig, KTOConfig, SFTConfig
+
+    from gym.train.arguments import common_arguments
+
+    config = load_config(project(tmp_path))
+    config.train.gradient_checkpointing = checkpointing
+    for trl_config in (SFTConfig, DPOConfig, KTOConfig, GRPOConfig):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            extra = {"num_generations": 2} if trl_config is GRPOConfig else {}  # groups fit one batch
+            args = trl_config(**common_arguments(config, tmp_path / trl_config.__name__), **extra)
+        assert not [str(w.message) for w in caught if "deprecated" in str(w.message)], trl_config.__name__
+        assert (
+            args.gradient_checkpointing is checkpointing
+        )  # the old name mirrors the new one where both exist
