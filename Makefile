@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml constraints.txt pins.txt
 
 venv: $(STAMP)
 
+# An overlay venv's own `gym` command (pyproject's console script, the checkout's code, no dependencies: the
+# overlay sees the main venv's), so `.venv-gguf/bin/gym serve --backend llamacpp` runs as `gym` does.
+OVERLAY_GYM = $(1)/bin/python -m pip install -q --no-deps -e .
+
 # GPTQ/AWQ (the `quantize` extra): GPTQModel 7.6.0 pins numpy < 2.3, so it lives in an overlay venv that
 # sees the main one through a .pth file and holds only what GPTQModel changes (numpy, its own packages).
 # tests/model/test_quantized.py runs the quantize -> LoRA -> serve -> export flow in it. GPTQModel compiles
@@ -31,6 +35,7 @@ $(QSTAMP): $(STAMP)
 	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
 		> "$$($(QVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
 	$(QVENV)/bin/python -m pip install -q -c constraints.txt "gptqmodel==7.6.0" "optimum>=1.20"
+	$(call OVERLAY_GYM,$(QVENV))
 	$(QVENV)/bin/python -c "from gym.model.quantized import gptqmodel_environment; gptqmodel_environment(); \
 		from gptqmodel.utils.cpp import load_pack_block_extension; assert load_pack_block_extension()" \
 		> $(QVENV)/kernel-build.log 2>&1 || echo "GPTQModel's CPU kernel did not build now (see $(QVENV)/kernel-build.log): it builds on first use"
@@ -49,6 +54,7 @@ $(GSTAMP): $(STAMP)
 	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
 		> "$$($(GVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
 	$(GVENV)/bin/python -m pip install -q -c constraints.txt "llama-cpp-python==0.3.36" "gguf>=0.19"
+	$(call OVERLAY_GYM,$(GVENV))
 	touch $(GSTAMP)
 
 gguf: $(GSTAMP)
@@ -63,6 +69,7 @@ $(HSTAMP): $(STAMP)
 	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
 		> "$$($(HVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
 	$(HVENV)/bin/python -m pip install -q -c constraints.txt "huggingface_hub==1.33.0" "hf_xet>=1.8"
+	$(call OVERLAY_GYM,$(HVENV))
 	touch $(HSTAMP)
 
 hub-latest: $(HSTAMP)
@@ -82,6 +89,7 @@ $(LSTAMP): $(STAMP)
 	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
 		> "$$($(LVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gym_main_venv.pth"
 	$(LVENV)/bin/python -m pip install -q -c constraints.txt --upgrade $(LATEST)
+	$(call OVERLAY_GYM,$(LVENV))
 	$(LVENV)/bin/python -m pip list 2>/dev/null | grep -iE '^($(shell echo $(LATEST) | tr ' ' '|')) ' > $(LVENV)/versions.txt
 	touch $(LSTAMP)
 

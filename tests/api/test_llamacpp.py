@@ -279,3 +279,12 @@ def test_a_folder_without_a_gguf_file_is_one_sentence(tiny_dir: Path, cache_root
     assert done.stderr.strip() == (
         f"error: cannot load {tiny_dir}: {tiny_dir} holds no .gguf file; write one with `gym export --gguf`"
     )
+
+
+@needs_overlay
+def test_the_overlay_has_its_own_gym_command(tmp_path: Path) -> None:
+    """`make gguf` gives .venv-gguf a `gym` (pyproject's console script) that sees llama-cpp-python."""
+    done = subprocess.run([str(OVERLAY / "bin" / "gym"), "serve", "--help"], capture_output=True, text=True,
+                          timeout=120, env=server_env(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "llamacpp" in done.stdout
