@@ -68,7 +68,7 @@ def tiny_dir(cache_root: Path) -> Path:
 def server_env(cache_root: Path, **extra: str) -> dict[str, str]:
     """The environment of a Gym command in a test. Each command gets its own Xet cache: hf_xet skips
     uploading chunks its cache says the Hub already holds, which is true of the one real Hub but not of the
-    many doubles one session starts (huggingface_hub 2.x keeps one XetSession over that cache)."""
+    many doubles one test run starts (huggingface_hub 2.x keeps one XetSession over that cache)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GYM_API_KEY", "HF_TOKEN")}
     env.update(XDG_CACHE_HOME=str(cache_root), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     (cache_root / "xet-per-command").mkdir(parents=True, exist_ok=True)
