@@ -92,11 +92,14 @@ wait_minutes = 0  # checks the push; tests/hub/test_space_runtime_flow.py runs a
     return path
 
 
-def gym(args: list[str], cache_root: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def gym(
+    args: list[str], cache_root: Path, cwd: Path, *, timeout: int = 180, **env: str
+) -> subprocess.CompletedProcess:
+    """``timeout``: a deploy that follows a running Space waits for its start (longer on a loaded machine)."""
     return subprocess.run(
         [sys.executable, str(SERVE_MAIN), *args], cwd=cwd,
         env=server_env(cache_root, HF_HUB_OFFLINE="0", COLUMNS="400", **env),
-        capture_output=True, text=True, timeout=180,
+        capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 

@@ -99,7 +99,9 @@ def test_a_zerogpu_space_runs_and_answers_chat_and_api_as_gym_serve_does(
 
     config = write_project(tmp_path, "zero-a10g")
     env = {"HF_ENDPOINT": running_hub.url, "HF_TOKEN": TOKEN, "GYM_API_KEY": KEY}
-    done = gym(["deploy", str(config), "--model_path", str(lora_dir)], cache_root, tmp_path, **env)
+    done = gym(
+        ["deploy", str(config), "--model_path", str(lora_dir)], cache_root, tmp_path, timeout=600, **env
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     space = running_hub.state.files["space:acme/tiny-lora-chat"]
