@@ -79,7 +79,7 @@ SUCCESS_WORDS = (
 
 def stopped_short(state: RunState) -> bool:
     """Whether the recorded job ended without running to its end (timeout, error, cancel, gone)."""
-    if not state.ended and state.state not in ("cancelled", "failed"):
+    if state.active:
         return False
     return state.state not in ("finished", "ended") and not any(word in state.state for word in SUCCESS_WORDS)
 

@@ -26,7 +26,7 @@ from tests.action.conftest import EVENTS, GITHUB_TOKEN
 from tests.api.conftest import cache_root, free_port  # noqa: F401 - cache_root is a fixture
 from tests.conftest import REPO
 from tests.hub.hub_double import FREE, HubDouble
-from tests.launch.hf_jobs_double import wait_ended
+from tests.launch.hf_jobs_double import expire_after_checkpoint, wait_ended
 from tests.launch.test_hf_jobs import project
 
 TOKEN = "hf_JobsTokenNeverPrinted0123456789"
@@ -181,12 +181,8 @@ def test_a_job_that_hit_its_timeout_is_resumed_by_the_next_approval_from_its_buc
         first = _action(github, hub, workspace, tmp_path / "runner1", event, wait="false")
         assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
         (job,) = jobs.jobs.values()
-        deadline = time.monotonic() + 400
-        while not list(bucket.rglob("checkpoint-*")) and job.stage == "RUNNING":
-            assert time.monotonic() < deadline, "\n".join(job.lines[-20:])
-            time.sleep(0.5)
-        jobs.expire(job.id)  # the Hub's clock reaches timeoutSeconds
-        assert wait_ended(jobs, job.id).stage == "ERROR" and job.message == "Job timeout"
+        stopped = expire_after_checkpoint(jobs, job, lambda: list(bucket.rglob("checkpoint-*")))
+        assert stopped.stage == "ERROR" and job.message == "Job timeout"
 
         rerun = _action(github, hub, workspace, tmp_path / "runner2", event, wait="false")
         assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-4000:]

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,16 @@ def add_job_routes(app: Any, state: Any, *, caller: Any, writer: Any, error: Any
         return {}
 
     return jobs
+
+
+def expire_after_checkpoint(jobs: Jobs, job: Job, checkpoints: Callable[[], list[Path]]) -> Job:
+    """Stop ``job`` at its timeout (the Hub's clock reaching timeoutSeconds) once ``checkpoints()`` finds one."""
+    deadline = time.monotonic() + 400
+    while not checkpoints() and job.stage == "RUNNING":
+        assert time.monotonic() < deadline, "\n".join(job.lines[-20:])
+        time.sleep(0.5)
+    jobs.expire(job.id)
+    return wait_ended(jobs, job.id)
 
 
 def wait_ended(jobs: Jobs, job_id: str, timeout: float = 600) -> Job:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import free_port, server_env
 from tests.hub.hub_double import HubDouble
-from tests.launch.hf_jobs_double import wait_ended
+from tests.launch.hf_jobs_double import expire_after_checkpoint, wait_ended
 
 TOKEN = "hf_JobsTokenNeverPrinted0123456789"
 API_KEY = "sk-jobs-space-key-2718"
@@ -111,12 +110,10 @@ def test_a_job_trains_pushes_and_a_timed_out_job_resumes_from_its_bucket(
         (job,) = jobs.jobs.values()
         assert f"Hugging Face job {job.id} on cpu-upgrade" in first.stdout
         assert job.spec["secrets"] == {"HF_TOKEN": TOKEN} and TOKEN not in first.stdout + first.stderr
-        deadline = time.monotonic() + 400
-        while not list(bucket.glob("rev/checkpoints/checkpoint-*")) and job.stage == "RUNNING":
-            assert time.monotonic() < deadline, "\n".join(job.lines[-20:])
-            time.sleep(0.5)
-        jobs.expire(job.id)  # the Hub's clock reaches timeoutSeconds
-        assert wait_ended(jobs, job.id).stage == "ERROR" and job.message == "Job timeout"
+        stopped = expire_after_checkpoint(
+            jobs, job, lambda: list(bucket.glob("rev/checkpoints/checkpoint-*"))
+        )
+        assert stopped.stage == "ERROR" and job.message == "Job timeout"
         assert "model:tester/rev" not in hub.state.repos
 
         status = gym(["status", str(config)], tmp_path, cache_root, **env)
